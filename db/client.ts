@@ -1,0 +1,59 @@
+// Opens the SQLite file (or :memory:) with the pragmas the service relies on and applies
+// the committed migrations.
+import { mkdirSync } from 'node:fs';
+import { dirname, join } from 'node:path';
+import Database from 'better-sqlite3';
+import { drizzle, type BetterSQLite3Database } from 'drizzle-orm/better-sqlite3';
+import { migrate } from 'drizzle-orm/better-sqlite3/migrator';
+import * as schema from './schema';
+
+export type Db = BetterSQLite3Database<typeof schema> & { $client: Database.Database };
+
+export const migrationsFolder = join(__dirname, 'migrations');
+
+export function openDatabase(path: string): Db {
+  if (path !== ':memory:') mkdirSync(dirname(path), { recursive: true });
+  const sqlite = new Database(path);
+  sqlite.pragma('journal_mode = WAL');
+  sqlite.pragma('synchronous = NORMAL');
+  // Another process (or connection) holding the write lock makes us wait, not fail.
+  sqlite.pragma('busy_timeout = 5000');
+  sqlite.pragma('foreign_keys = ON');
+  return drizzle(sqlite, { schema });
+}
+
+/**
+ * Applies pending migrations. drizzle-kit rebuilds a SQLite table by copying it and
+ * dropping the original; with foreign keys on, that drop would cascade-delete child
+ * rows. Its own `PRAGMA foreign_keys=OFF` is a no-op inside the migration transaction,
+ * so they are switched off around it here, and checked before they come back on.
+ */
+export function migrateDatabase(db: Db, folder: string = migrationsFolder): void {
+  const sqlite = db.$client;
+  sqlite.pragma('foreign_keys = OFF');
+  try {
+    migrate(db, { migrationsFolder: folder });
+    const violations = sqlite.pragma('foreign_key_check') as unknown[];
+    if (violations.length > 0) {
+      throw new Error(`Migration left ${violations.length} foreign key violations: ${JSON.stringify(violations.slice(0, 5))}`);
+    }
+  } finally {
+    sqlite.pragma('foreign_keys = ON');
+  }
+}
+
+/** A migrated database: what the service and every test file start from. */
+export function createDatabase(path: string): Db {
+  const db = openDatabase(path);
+  migrateDatabase(db);
+  return db;
+}
+
+/**
+ * Runs `work` in one IMMEDIATE transaction: the write lock is taken up front, so two
+ * writers queue on busy_timeout instead of failing when a read turns into a write.
+ * `work` must be synchronous (better-sqlite3 transactions cannot span an await).
+ */
+export function writeTransaction<T>(db: Db, work: () => T): T {
+  return db.$client.transaction(work).immediate();
+}
