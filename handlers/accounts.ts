@@ -1,0 +1,37 @@
+import { ApiError, notFound } from '../server/errors';
+import type { HandlerModule } from '../server/operations';
+import { pageOf, pageRequest } from '../server/pagination';
+import { generateApiKey, registerAccount } from '../server/security';
+
+export const accountsHandlers: HandlerModule<'accounts'> = {
+  async createAccount({ body }, { repos }) {
+    const account = await registerAccount(repos, { email: body.email, password: body.password, role: 'customer' });
+    if (!account) throw new ApiError('conflict', 'An account with this email already exists', 409);
+    return { status: 201, body: account };
+  },
+
+  createApiKey({ body, principal }, { repos }) {
+    if (body?.expiresAt !== undefined && Date.parse(body.expiresAt) <= Date.now()) {
+      throw new ApiError('validation_failed', 'request/body/expiresAt must be in the future', 400);
+    }
+    const { key, ...stored } = generateApiKey();
+    const created = repos.apiKeys.create({
+      accountId: principal.accountId,
+      ...stored,
+      ...(body?.name !== undefined && { name: body.name }),
+      ...(body?.expiresAt !== undefined && { expiresAt: new Date(body.expiresAt).toISOString() }),
+    });
+    return { status: 201, body: { ...created, key } };
+  },
+
+  listApiKeys({ query, principal, url }, { repos }) {
+    const page = pageRequest(query);
+    const rows = repos.apiKeys.listForAccount(principal.accountId, { after: page.after, limit: page.fetch });
+    return { status: 200, ...pageOf(rows, page, url) };
+  },
+
+  revokeApiKey({ params, principal }, { repos }) {
+    if (!repos.apiKeys.revoke(principal.accountId, params.keyId)) throw notFound('API key', params.keyId);
+    return { status: 204 };
+  },
+};

@@ -1,0 +1,7 @@
+import { notImplemented, type HandlerModule } from '../server/operations';
+
+export const inventoryHandlers: HandlerModule<'inventory'> = {
+  listInventory: notImplemented('listInventory'),
+  getInventoryItem: notImplemented('getInventoryItem'),
+  updateInventory: notImplemented('updateInventory'),
+};

@@ -1,0 +1,6 @@
+import { notImplemented, type HandlerModule } from '../server/operations';
+
+export const messagesHandlers: HandlerModule<'messages'> = {
+  sendMessage: notImplemented('sendMessage'),
+  getMessage: notImplemented('getMessage'),
+};

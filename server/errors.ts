@@ -1,0 +1,126 @@
+// One error type and one error mapper: whatever fails (validation, auth, routing, body
+// parsing, size or rate limits, a bug) leaves as the contract's Error body.
+import type { ErrorRequestHandler, Request, Response } from 'express';
+import type { components } from '../generated/openapi';
+import type { Logger } from './log';
+import './request-context';
+
+export type ErrorCode = components['schemas']['Error']['code'];
+
+export class ApiError extends Error {
+  constructor(
+    readonly code: ErrorCode,
+    message: string,
+    readonly status: number,
+    readonly headers: Record<string, string> = {},
+  ) {
+    super(message);
+    this.name = 'ApiError';
+  }
+}
+
+export const notFound = (what: string, id: number | string) => new ApiError('not_found', `${what} ${id} was not found`, 404);
+export const validationFailed = (message: string) => new ApiError('validation_failed', message, 400);
+export const unauthorized = (message: string) => new ApiError('unauthorized', message, 401);
+export const forbidden = () => new ApiError('forbidden', 'This operation is for admins only', 403);
+
+/** The shape express-openapi-validator and body-parser give their errors. */
+interface HttpLikeError {
+  status?: number;
+  statusCode?: number;
+  type?: string;
+  message?: string;
+  headers?: Record<string, string>;
+  errors?: Array<{ path?: string; message?: string; errorCode?: string }>;
+}
+
+/** Names each offending field: `request/body/name is required`. */
+function describeValidation(e: HttpLikeError): string {
+  if (!Array.isArray(e.errors) || e.errors.length === 0) return e.message ?? 'The request is not valid';
+  return e.errors
+    .slice(0, 5)
+    .map(({ path = '', message = 'is not valid', errorCode = '' }) => {
+      const where = `request${path.startsWith('/') ? path : `/${path}`}`;
+      if (errorCode.startsWith('additionalProperties')) return `${where} is not allowed (unknown property)`;
+      if (errorCode.startsWith('required')) return `${where} is required`;
+      return `${where} ${message}`;
+    })
+    .join('; ');
+}
+
+function toApiError(err: unknown, req: Request): ApiError {
+  if (err instanceof ApiError) return err;
+  const e = (typeof err === 'object' && err !== null ? err : {}) as HttpLikeError;
+  const status = e.status ?? e.statusCode;
+  // body-parser marks its own errors with `type`.
+  if (e.type === 'entity.too.large') {
+    return new ApiError('payload_too_large', 'The request body is larger than 65536 bytes', 413);
+  }
+  if (e.type === 'request.aborted' || e.type === 'request.size.invalid') {
+    return new ApiError('validation_failed', 'The request body was incomplete', 400);
+  }
+  if (e.type === 'encoding.unsupported' || e.type === 'charset.unsupported') {
+    return new ApiError('invalid_content_type', e.message ?? 'Unsupported content encoding', 400);
+  }
+  switch (status) {
+    case 400:
+      return new ApiError('validation_failed', describeValidation(e), 400);
+    case 401:
+      return new ApiError('unauthorized', e.message ?? 'Authentication is required', 401);
+    case 403:
+      return new ApiError('forbidden', e.message ?? 'Forbidden', 403);
+    case 404:
+      return new ApiError('not_found', `Nothing is at ${req.method} ${req.path}`, 404);
+    case 405: {
+      const allow = (e.headers?.Allow ?? '').split(',').map((m) => m.trim().toUpperCase()).filter(Boolean).join(', ');
+      return new ApiError('method_not_allowed', `${req.method} is not allowed on ${req.path}; allowed are ${allow}`, 405, {
+        Allow: allow,
+      });
+    }
+    case 413:
+      return new ApiError('payload_too_large', 'The request body is larger than 65536 bytes', 413);
+    // The contract answers a missing or non-JSON content type with 400, never 415.
+    case 415:
+      return new ApiError('invalid_content_type', 'The request body must be sent with Content-Type: application/json', 400);
+    default:
+      return new ApiError('internal_error', 'Something went wrong on our side', 500);
+  }
+}
+
+/** RFC 9110 / RFC 6750: which challenge a 401 carries. */
+function challenge(req: Request): string {
+  const usesBasic = req.openapi?.schema.security?.some((s) => 'basicAuth' in s);
+  if (usesBasic) return 'Basic realm="petstore", charset="UTF-8"';
+  const sentBearerKey = /^bearer\s+\S/i.test(req.headers.authorization ?? '');
+  return sentBearerKey ? 'Bearer realm="petstore", error="invalid_token"' : 'Bearer realm="petstore"';
+}
+
+export function sendError(res: Response, error: ApiError): void {
+  for (const [name, value] of Object.entries(error.headers)) res.setHeader(name, value);
+  // Sent with send(), not json(): the response validator hooks json(), and an error
+  // about an error must not loop back into this mapper.
+  res
+    .status(error.status)
+    .type('application/json')
+    .send(JSON.stringify({ code: error.code, message: error.message, status: error.status }));
+}
+
+export function errorMapper(log: Logger): ErrorRequestHandler {
+  return (err, req, res, _next) => {
+    const error = toApiError(err, req);
+    if (error.status >= 500) {
+      log.error('request failed', {
+        requestId: res.getHeader('X-Request-Id'),
+        method: req.method,
+        path: req.path,
+        error: err instanceof Error ? err.stack ?? err.message : String(err),
+      });
+    }
+    if (res.headersSent) {
+      res.destroy();
+      return;
+    }
+    if (error.status === 401) res.setHeader('WWW-Authenticate', challenge(req));
+    sendError(res, error);
+  };
+}

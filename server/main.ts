@@ -1,0 +1,48 @@
+// Serves createApp() on PORT: applies migrations, listens, and on SIGTERM/SIGINT stops
+// taking connections, lets in-flight requests finish, then closes the database.
+import { createDatabase } from '../db/client';
+import { createApp } from './app';
+import { ConfigError, loadConfig } from './config';
+import { createLogger } from './log';
+
+function main(): void {
+  const config = loadConfig();
+  const log = createLogger(config.logLevel);
+  const db = createDatabase(config.databasePath);
+  const app = createApp({ db, config, log });
+
+  const server = app.listen(config.port, config.host, () => {
+    const address = server.address();
+    const port = typeof address === 'object' && address ? address.port : config.port;
+    log.info(`Pet store listening on http://${config.host}:${port}; API reference at http://${config.host}:${port}/docs`, {
+      database: config.databasePath,
+    });
+  });
+
+  let stopping = false;
+  const stop = (signal: string) => {
+    if (stopping) return;
+    stopping = true;
+    log.info(`${signal}: draining in-flight requests`);
+    const deadline = setTimeout(() => {
+      log.error('Shutdown timed out; closing remaining connections');
+      server.closeAllConnections();
+    }, config.shutdownTimeoutMs);
+    deadline.unref();
+    server.close(() => {
+      db.$client.close();
+      log.info('Stopped');
+      process.exit(0);
+    });
+    server.closeIdleConnections();
+  };
+  process.on('SIGTERM', () => stop('SIGTERM'));
+  process.on('SIGINT', () => stop('SIGINT'));
+}
+
+try {
+  main();
+} catch (error) {
+  console.error(error instanceof ConfigError ? error.message : error);
+  process.exit(1);
+}

@@ -1,0 +1,129 @@
+// The typed bridge from generated/ to handlers: each operation's input and result types
+// come from openapi-typescript's `operations`, and routes come from the spec's
+// operationIds, so a missing or stray handler fails to compile and fails start-up.
+import type { Express, Request, Response } from 'express';
+import type { operations } from '../generated/openapi';
+import { operationTable, type OperationId, type OperationsByTag } from '../generated/operations';
+import type { Config } from './config';
+import type { Logger } from './log';
+import type { Repositories } from '../db/repositories';
+import type { Db } from '../db/client';
+import { principalOf, type Principal } from './security';
+import { ApiError } from './errors';
+
+type Op<K extends OperationId> = operations[K];
+type OrEmpty<T> = [T] extends [never] ? Record<string, never> : T;
+type ParamsIn<K extends OperationId, In extends 'path' | 'query' | 'header'> = OrEmpty<
+  NonNullable<Op<K>['parameters'][In]>
+>;
+type JsonOf<T> = T extends { content: { 'application/json': infer B } } ? B : never;
+type RequestBody<K extends OperationId> =
+  undefined extends Op<K>['requestBody']
+    ? JsonOf<NonNullable<Op<K>['requestBody']>> | undefined
+    : JsonOf<Op<K>['requestBody']>;
+
+export interface Input<K extends OperationId> {
+  params: ParamsIn<K, 'path'>;
+  query: ParamsIn<K, 'query'>;
+  headers: ParamsIn<K, 'header'>;
+  body: RequestBody<K>;
+  /** The authenticated caller; only operations with security have one. */
+  readonly principal: Principal;
+  /** The request path and query as sent, for building Link headers. */
+  url: string;
+}
+
+type Responses<K extends OperationId> = Op<K>['responses'];
+type SuccessStatus<K extends OperationId> = Extract<keyof Responses<K>, 200 | 201 | 202 | 204>;
+
+/** What a handler returns: a documented success status and that status's body. */
+export type Result<K extends OperationId> = {
+  [S in SuccessStatus<K>]: [JsonOf<Responses<K>[S]>] extends [never]
+    ? { status: S; headers?: Record<string, string> }
+    : { status: S; body: JsonOf<Responses<K>[S]>; headers?: Record<string, string> };
+}[SuccessStatus<K>];
+
+/** Everything a handler may use besides its input. */
+export interface AppContext {
+  db: Db;
+  repos: Repositories;
+  config: Config;
+  log: Logger;
+}
+
+export type Handler<K extends OperationId> = (input: Input<K>, ctx: AppContext) => Result<K> | Promise<Result<K>>;
+
+/** A handler module implements every operation of its tag, and nothing else. */
+export type HandlerModule<T extends keyof OperationsByTag> = { [K in OperationsByTag[T]]: Handler<K> };
+
+export type HandlerTable = { [K in OperationId]: Handler<K> };
+
+const notImplementedMarker = Symbol('notImplemented');
+
+/** Routed but not served yet: answers 501 in the Error shape. */
+export function notImplemented<K extends OperationId>(id: K): Handler<K> {
+  const handler: Handler<K> = () => {
+    throw new ApiError('not_implemented', `${id} is in the contract but not implemented yet`, 501);
+  };
+  return Object.assign(handler, { [notImplementedMarker]: true });
+}
+
+export const isNotImplemented = (handler: unknown) =>
+  typeof handler === 'function' && notImplementedMarker in handler;
+
+interface SpecOperation {
+  operationId?: string;
+}
+
+/**
+ * Registers one route per operation of the loaded spec. Fails start-up when the spec
+ * and the handler table disagree (for example openapi.yaml edited without
+ * `npm run generate`).
+ */
+export function registerOperations(
+  app: Express,
+  spec: { paths: Record<string, Record<string, SpecOperation>> },
+  handlers: Record<string, Handler<never> | undefined>,
+  ctx: AppContext,
+): void {
+  const inSpec = new Set<string>();
+  for (const [path, item] of Object.entries(spec.paths)) {
+    for (const method of ['get', 'put', 'post', 'delete', 'patch'] as const) {
+      const id = item[method]?.operationId;
+      if (!id) continue;
+      inSpec.add(id);
+      const handler = handlers[id];
+      const generated = (operationTable as Record<string, { method: string; path: string }>)[id];
+      if (!handler || !generated || generated.method !== method || generated.path !== path) {
+        throw new Error(`Operation ${id} (${method.toUpperCase()} ${path}) has no matching handler: run \`npm run generate\` and implement it`);
+      }
+      const expressPath = path.replace(/\{(\w+)\}/g, ':$1');
+      app[method](expressPath, async (req: Request, res: Response) => {
+        const result = await (handler as unknown as Handler<OperationId>)(inputOf(req), ctx);
+        send(res, result as { status: number; body?: unknown; headers?: Record<string, string> });
+      });
+    }
+  }
+  const stray = Object.keys(handlers).filter((id) => !inSpec.has(id));
+  if (stray.length > 0) throw new Error(`Handlers with no operation in openapi.yaml: ${stray.join(', ')}`);
+}
+
+function inputOf(req: Request): Input<OperationId> {
+  return {
+    params: req.params as never,
+    query: req.query as never,
+    headers: req.headers as never,
+    body: req.body as never,
+    get principal() {
+      return principalOf(req);
+    },
+    url: req.originalUrl,
+  };
+}
+
+function send(res: Response, result: { status: number; body?: unknown; headers?: Record<string, string> }): void {
+  for (const [name, value] of Object.entries(result.headers ?? {})) res.setHeader(name, value);
+  res.status(result.status);
+  if (result.body === undefined) res.end();
+  else res.json(result.body);
+}

@@ -1,0 +1,18 @@
+// What the pipeline attaches to a request: the validator's match (`openapi`) and the
+// caller found by the security handlers (`principal`).
+import type { Role } from '../db/accounts';
+
+export interface Principal {
+  accountId: number;
+  role: Role;
+}
+
+declare global {
+  // eslint-disable-next-line @typescript-eslint/no-namespace
+  namespace Express {
+    interface Request {
+      openapi?: { openApiRoute: string; schema: Record<string, unknown> & { security?: Array<Record<string, unknown>> } };
+      principal?: Principal;
+    }
+  }
+}
