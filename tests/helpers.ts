@@ -1,0 +1,75 @@
+// Builders shared by the test files. Every app gets its own migrated SQLite database.
+import request from 'supertest';
+import type { Express } from 'express';
+import { createApp, type AppOptions } from '../server/app';
+import { loadConfig, type Config } from '../server/config';
+import { createDatabase, type Db } from '../db/client';
+import { createRepositories } from '../db/repositories';
+import { registerAccount } from '../server/security';
+
+export function testConfig(env: Record<string, string> = {}): Config {
+  return loadConfig({
+    LOG_LEVEL: 'silent',
+    RATE_LIMIT_PER_MINUTE: '100000',
+    SEED_DEMO_DATA: 'false',
+    MESSAGE_DELIVERY_DELAY_MS: '0',
+    ...env,
+  });
+}
+
+export interface TestApp {
+  app: Express;
+  db: Db;
+  config: Config;
+}
+
+/** A fresh app on a fresh database (":memory:" unless a path is given). */
+export function setupApp(options: Partial<AppOptions> & { databasePath?: string; env?: Record<string, string> } = {}): TestApp {
+  const config = options.config ?? testConfig(options.env);
+  const db = options.db ?? createDatabase(options.databasePath ?? ':memory:');
+  const app = createApp({ ...options, db, config });
+  return { app, db, config };
+}
+
+let counter = 0;
+export const uniqueEmail = (label = 'user') => `${label}-${process.pid}-${++counter}@example.com`;
+export const password = 'correct horse battery staple';
+
+export interface Caller {
+  key: string;
+  email: string;
+  accountId: number;
+  auth: { Authorization: string };
+}
+
+/** Gets a key the way a client does: HTTP Basic on POST /api-keys. */
+export async function keyFor(app: Express, email: string, pw = password, body?: object): Promise<string> {
+  const req = request(app).post('/api-keys').auth(email, pw);
+  const res = body ? await req.send(body) : await req;
+  if (res.status !== 201) throw new Error(`POST /api-keys answered ${res.status}: ${JSON.stringify(res.body)}`);
+  return res.body.key as string;
+}
+
+/** Signs up through the API and returns a customer with a fresh key. */
+export async function customer(app: Express, email = uniqueEmail('customer')): Promise<Caller> {
+  const res = await request(app).post('/accounts').send({ email, password });
+  if (res.status !== 201) throw new Error(`POST /accounts answered ${res.status}: ${JSON.stringify(res.body)}`);
+  const key = await keyFor(app, email);
+  return { key, email, accountId: res.body.id, auth: { Authorization: `Bearer ${key}` } };
+}
+
+/** Admins exist only from the command line; this does what `npm run account:create -- --admin` does. */
+export async function admin(t: TestApp, email = uniqueEmail('admin')): Promise<Caller> {
+  const account = await registerAccount(createRepositories(t.db), { email, password, role: 'admin' });
+  if (!account) throw new Error(`could not create admin ${email}`);
+  const key = await keyFor(t.app, email);
+  return { key, email, accountId: account.id, auth: { Authorization: `Bearer ${key}` } };
+}
+
+/** Asserts the contract's Error shape, with status equal to the HTTP status. */
+export function expectError(res: request.Response, status: number, code: string): void {
+  expect({ status: res.status, code: res.body?.code }).toEqual({ status, code });
+  expect(res.headers['content-type']).toMatch(/^application\/json/);
+  expect(res.body).toEqual({ code, message: expect.any(String), status });
+  expect(res.body.message).not.toMatch(/\n\s+at /);
+}

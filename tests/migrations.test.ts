@@ -1,0 +1,70 @@
+// The committed migrations, applied the way the service applies them.
+import { cpSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { createDatabase, migrateDatabase, migrationsFolder, openDatabase } from '../db/client';
+
+describe('migrations', () => {
+  const dir = mkdtempSync(join(tmpdir(), 'petstore-migrate-'));
+  afterAll(() => rmSync(dir, { recursive: true, force: true }));
+
+  it('create every table, with WAL, foreign keys and a busy timeout', () => {
+    const db = createDatabase(join(dir, 'a.db'));
+    const sqlite = db.$client;
+    const tables = (sqlite.prepare("select name from sqlite_master where type = 'table' and name not like '%sqlite%' and name not like '%drizzle%'").all() as Array<{ name: string }>).map((r) => r.name);
+    expect(tables.sort()).toEqual(['accounts', 'api_keys', 'categories', 'idempotency_keys', 'inventory', 'messages', 'orders', 'pets']);
+    expect(sqlite.pragma('journal_mode', { simple: true })).toBe('wal');
+    expect(sqlite.pragma('foreign_keys', { simple: true })).toBe(1);
+    expect(sqlite.pragma('busy_timeout', { simple: true })).toBe(5000);
+    sqlite.close();
+  });
+
+  it('are idempotent and keep existing rows when applied again', () => {
+    const path = join(dir, 'b.db');
+    const first = createDatabase(path);
+    first.$client.prepare("insert into categories (name, name_key) values ('Dogs', 'dogs')").run();
+    first.$client.close();
+    const again = openDatabase(path);
+    migrateDatabase(again);
+    expect(again.$client.prepare('select count(*) as n from categories').get()).toEqual({ n: 1 });
+    expect(again.$client.pragma('foreign_keys', { simple: true })).toBe(1);
+    again.$client.close();
+  });
+
+  it('survive a drizzle-kit table rebuild without cascade-deleting child rows', () => {
+    // What drizzle-kit writes when it must rebuild a SQLite table: copy, drop, rename.
+    // Dropping `pets` with foreign keys on would cascade-delete every inventory row.
+    const folder = join(dir, 'migrations');
+    cpSync(migrationsFolder, folder, { recursive: true });
+    writeFileSync(
+      join(folder, '0001_rebuild_pets.sql'),
+      [
+        'PRAGMA foreign_keys=OFF;',
+        'CREATE TABLE `__new_pets` (`id` integer PRIMARY KEY AUTOINCREMENT NOT NULL, `name` text NOT NULL, `category_id` integer NOT NULL, `status` text DEFAULT \'available\' NOT NULL, FOREIGN KEY (`category_id`) REFERENCES `categories`(`id`) ON UPDATE no action ON DELETE restrict);',
+        'INSERT INTO `__new_pets`("id", "name", "category_id", "status") SELECT "id", "name", "category_id", "status" FROM `pets`;',
+        'DROP TABLE `pets`;',
+        'ALTER TABLE `__new_pets` RENAME TO `pets`;',
+        'PRAGMA foreign_keys=ON;',
+      ].join('\n--> statement-breakpoint\n'),
+    );
+    const journalPath = join(folder, 'meta', '_journal.json');
+    const journal = JSON.parse(readFileSync(journalPath, 'utf8'));
+    journal.entries.push({ idx: 1, version: '6', when: Date.now(), tag: '0001_rebuild_pets', breakpoints: true });
+    writeFileSync(journalPath, JSON.stringify(journal));
+
+    const path = join(dir, 'c.db');
+    const db = createDatabase(path);
+    db.$client.exec(`
+      insert into categories (id, name, name_key) values (1, 'Dogs', 'dogs');
+      insert into pets (id, name, category_id) values (1, 'Rex', 1), (2, 'Fido', 1);
+      insert into inventory (pet_id, quantity) values (1, 5), (2, 7);
+    `);
+    migrateDatabase(db, folder);
+    expect(db.$client.prepare('select pet_id, quantity from inventory order by pet_id').all()).toEqual([
+      { pet_id: 1, quantity: 5 },
+      { pet_id: 2, quantity: 7 },
+    ]);
+    expect(db.$client.pragma('foreign_keys', { simple: true })).toBe(1);
+    db.$client.close();
+  });
+});

@@ -1,0 +1,33 @@
+// Keys are stored only as SHA-256, passwords only as scrypt: nothing in clear on disk.
+import { mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import request from 'supertest';
+import { customer, keyFor, password, setupApp } from './helpers';
+
+describe('the database file', () => {
+  const dir = mkdtempSync(join(tmpdir(), 'petstore-secrets-'));
+  const t = setupApp({ databasePath: join(dir, 'petstore.db') });
+  afterAll(() => {
+    t.db.$client.close();
+    rmSync(dir, { recursive: true, force: true });
+  });
+
+  it('holds no API key and no password in clear, in the main file or the WAL', async () => {
+    const me = await customer(t.app);
+    const second = await keyFor(t.app, me.email);
+    expect((await request(t.app).get('/api-keys').set(me.auth)).status).toBe(200);
+
+    const bytes = readdirSync(dir)
+      .map((f) => readFileSync(join(dir, f)))
+      .reduce((all, b) => Buffer.concat([all, b]), Buffer.alloc(0));
+    expect(bytes.length).toBeGreaterThan(0);
+    // The email is stored, which proves the search reads real rows.
+    expect(bytes.includes(Buffer.from(me.email))).toBe(true);
+    for (const secret of [me.key, second, me.key.slice(8), password]) {
+      expect(bytes.includes(Buffer.from(secret))).toBe(false);
+    }
+    const row = t.db.$client.prepare('select password_hash from accounts where email = ?').get(me.email) as { password_hash: string };
+    expect(row.password_hash).toMatch(/^scrypt\$16384\$8\$1\$/);
+  });
+});
