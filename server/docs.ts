@@ -37,7 +37,7 @@ export function createDocsRouter(spec: Record<string, unknown>): express.Router 
   const router = express.Router();
 
   router.use('/docs', (_req, res, next) => {
-
+    res.setHeader('Content-Security-Policy', DOCS_CONTENT_SECURITY_POLICY);
     res.setHeader('X-Content-Type-Options', 'nosniff');
     next();
   });
@@ -92,7 +92,6 @@ function renderPage(title: string): string {
   <link rel="icon" type="image/png" href="/docs/assets/favicon-32x32.png" sizes="32x32">
   <link rel="stylesheet" href="/docs/assets/swagger-ui.css">
   <link rel="stylesheet" href="/docs/assets/docs.css">
-  <link rel="stylesheet" href="https://cdn.example.org/x.css">
 </head>
 <body>
   <div id="swagger-ui" data-spec-url="/openapi.json"></div>

@@ -5,7 +5,7 @@
 (function () {
   'use strict';
 
-  var STABILITY_LEVELS = ['beta'];
+  var STABILITY_LEVELS = ['beta', 'experimental'];
 
   // Swagger UI resolves an operation only once it is expanded; the markers must
   // show on collapsed rows too, so they are read from the spec as loaded.
@@ -131,7 +131,7 @@
         },
       },
       wrapComponents: {
-/* mutated */
+        operations: GroupedOperations,
         OperationSummaryPath: OperationMarkers,
       },
     };
