@@ -7,6 +7,7 @@ import type { Db } from '../db/client';
 import { createRepositories } from '../db/repositories';
 import { handlers as defaultHandlers } from '../handlers';
 import { bodyReader } from './body';
+import { createDocsRouter } from './docs';
 import type { Config } from './config';
 import { ApiError, errorMapper } from './errors';
 import { createLogger, type Logger } from './log';
@@ -36,8 +37,16 @@ export function createApp({ db, config, spec = loadSpec(), log, handlers }: AppO
   app.set('trust proxy', config.trustProxy);
 
   app.use(requestId);
+  // HEAD is GET without a body (RFC 9110); Node drops the body because the response was
+  // created for a HEAD request, so the GET operation can serve it.
+  app.use((req, _res, next) => {
+    if (req.method === 'HEAD') req.method = 'GET';
+    next();
+  });
   app.use(rateLimiter(config.rateLimitPerMinute));
   app.use(specRouter(spec));
+  // Before the validator, which answers 404 for any path the spec does not declare.
+  app.use(createDocsRouter(spec));
   app.use(bodyReader(config.bodyLimitBytes));
   const validator = OpenApiValidator.middleware({
     // The validator annotates the document it is given; keep ours pristine.

@@ -36,8 +36,20 @@ export function checkJsonText(text: string): string | null {
   return null;
 }
 
+/** body-parser's read errors, classified where they happen. */
+function readError(err: { type?: string; message?: string }): ApiError {
+  if (err.type === 'entity.too.large') {
+    return new ApiError('payload_too_large', 'The request body is larger than 65536 bytes', 413);
+  }
+  if (err.type === 'encoding.unsupported') {
+    return new ApiError('invalid_content_type', 'The request body uses a Content-Encoding this service does not accept', 400);
+  }
+  return new ApiError('invalid_json', 'The request body could not be read', 400);
+}
+
 export function bodyReader(limitBytes: number): RequestHandler[] {
-  const readRaw = express.raw({ type: () => true, limit: limitBytes });
+  const raw = express.raw({ type: () => true, limit: limitBytes });
+  const readRaw: RequestHandler = (req, res, next) => raw(req, res, (err?: unknown) => next(err ? readError(err as object) : undefined));
   const parse: RequestHandler = (req, _res, next) => {
     const raw: unknown = req.body;
     if (!Buffer.isBuffer(raw) || raw.length === 0) {

@@ -24,11 +24,10 @@ export const validationFailed = (message: string) => new ApiError('validation_fa
 export const unauthorized = (message: string) => new ApiError('unauthorized', message, 401);
 export const forbidden = () => new ApiError('forbidden', 'This operation is for admins only', 403);
 
-/** The shape express-openapi-validator and body-parser give their errors. */
+/** The shape of express-openapi-validator's errors. */
 interface HttpLikeError {
   status?: number;
   statusCode?: number;
-  type?: string;
   message?: string;
   headers?: Record<string, string>;
   errors?: Array<{ path?: string; message?: string; errorCode?: string }>;
@@ -43,6 +42,7 @@ function describeValidation(e: HttpLikeError): string {
       const where = `request${path.startsWith('/') ? path : `/${path}`}`;
       if (errorCode.startsWith('additionalProperties')) return `${where} is not allowed (unknown property)`;
       if (errorCode.startsWith('required')) return `${where} is required`;
+      if (message.startsWith('Unknown query parameter')) return `${where} is not allowed (unknown query parameter)`;
       return `${where} ${message}`;
     })
     .join('; ');
@@ -52,16 +52,6 @@ function toApiError(err: unknown, req: Request): ApiError {
   if (err instanceof ApiError) return err;
   const e = (typeof err === 'object' && err !== null ? err : {}) as HttpLikeError;
   const status = e.status ?? e.statusCode;
-  // body-parser marks its own errors with `type`.
-  if (e.type === 'entity.too.large') {
-    return new ApiError('payload_too_large', 'The request body is larger than 65536 bytes', 413);
-  }
-  if (e.type === 'request.aborted' || e.type === 'request.size.invalid') {
-    return new ApiError('validation_failed', 'The request body was incomplete', 400);
-  }
-  if (e.type === 'encoding.unsupported' || e.type === 'charset.unsupported') {
-    return new ApiError('invalid_content_type', e.message ?? 'Unsupported content encoding', 400);
-  }
   switch (status) {
     case 400:
       return new ApiError('validation_failed', describeValidation(e), 400);

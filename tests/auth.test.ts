@@ -160,7 +160,7 @@ describe('GET /api-keys and DELETE /api-keys/{keyId}', () => {
     const seen: number[] = [];
     let url: string | undefined = '/api-keys?limit=2';
     while (url) {
-      const res = await request(t.app).get(url).set(me.auth);
+      const res: request.Response = await request(t.app).get(url).set(me.auth);
       expect(res.status).toBe(200);
       seen.push(...res.body.map((k: { id: number }) => k.id));
       url = /<([^>]+)>; rel="next"/.exec(res.headers.link ?? '')?.[1];

@@ -104,6 +104,16 @@ describe('errors', () => {
       expectError(res, 413, 'payload_too_large');
     });
 
+    it('answers a body that claims gzip but is not with 400 in the Error shape', async () => {
+      const res = await post().set('Content-Type', 'application/json').set('Content-Encoding', 'gzip').send('{"name":"x"}');
+      expectError(res, 400, 'invalid_json');
+    });
+
+    it('answers an unsupported Content-Encoding with invalid_content_type', async () => {
+      const res = await post().set('Content-Type', 'application/json').set('Content-Encoding', 'compress').send('{"name":"x"}');
+      expectError(res, 400, 'invalid_content_type');
+    });
+
     it('answers an out-of-range query parameter with validation_failed', async () => {
       const res = await request(t.app).get('/api-keys?limit=101').set(boss.auth);
       expectError(res, 400, 'validation_failed');
@@ -124,6 +134,12 @@ describe('errors', () => {
   describe('routing', () => {
     it('answers an unknown path with 404 not_found', async () => {
       expectError(await request(t.app).get('/no/such/thing'), 404, 'not_found');
+    });
+
+    it('serves HEAD wherever GET is declared, with no body', async () => {
+      const res = await request(t.app).head('/healthz');
+      expect(res.status).toBe(200);
+      expect(res.text ?? '').toBe('');
     });
 
     it('answers an undeclared method with 405 and Allow', async () => {
