@@ -5,10 +5,12 @@ import fs from 'node:fs';
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import path from 'node:path';
-import express from 'express';
 import { chromium, type Browser, type Page } from 'playwright-core';
 import { parse } from 'yaml';
-import { createDocsRouter } from '../../server/docs';
+import { createDatabase } from '../../db/client';
+import { createApp } from '../../server/app';
+import type { OpenApiDocument } from '../../server/spec';
+import { testConfig } from '../helpers';
 
 const ROOT = path.join(__dirname, '..', '..');
 const CHROMIUM = '/usr/bin/chromium';
@@ -58,22 +60,19 @@ function operationsOf(spec: Spec): Operation[] {
   );
 }
 
-// When createApp exists, replace the body with `createApp(...)` listening on
-// 127.0.0.1:0; the assertions below only need /docs and /openapi.json.
+// The real app serves /docs and /openapi.json. Serving another spec swaps in an app
+// built from it, as a restart with an edited openapi.yaml would.
 async function startDocsServer(initialSpec: Spec) {
-  let served = initialSpec;
-  const app = express();
-  app.get('/openapi.json', (_req, res) => {
-    res.json(served);
-  });
-  app.use(createDocsRouter(initialSpec));
-  const server = http.createServer(app);
+  const db = createDatabase(':memory:');
+  const appFor = (spec: Spec) => createApp({ db, config: testConfig(), spec: spec as OpenApiDocument });
+  let app = appFor(initialSpec);
+  const server = http.createServer((req, res) => app(req, res));
   await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
   const { port } = server.address() as AddressInfo;
   return {
     url: `http://127.0.0.1:${port}`,
     serveSpec(spec: Spec) {
-      served = spec;
+      app = appFor(spec);
     },
     close: () => new Promise<void>((resolve) => server.close(() => resolve())),
   };
