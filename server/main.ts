@@ -1,8 +1,10 @@
-// Serves createApp() on PORT: applies migrations, listens, and on SIGTERM/SIGINT stops
-// taking connections, lets in-flight requests finish, then closes the database.
+// Serves createApp() on PORT: applies migrations, listens, runs the message delivery
+// worker, and on SIGTERM/SIGINT stops taking connections, lets in-flight requests
+// finish, stops the worker, then closes the database.
 import { createDatabase } from '../db/client';
 import { createApp } from './app';
 import { ConfigError, loadConfig } from './config';
+import { startDeliveryWorker, type DeliveryWorker } from './delivery-worker';
 import { createLogger } from './log';
 
 function main(): void {
@@ -11,7 +13,9 @@ function main(): void {
   const db = createDatabase(config.databasePath);
   const app = createApp({ db, config, log });
 
+  let worker: DeliveryWorker | undefined;
   const server = app.listen(config.port, config.host, () => {
+    worker = startDeliveryWorker({ db, config, log });
     const address = server.address();
     const port = typeof address === 'object' && address ? address.port : config.port;
     log.info(`Pet store listening on http://${config.host}:${port}; API reference at http://${config.host}:${port}/docs`, {
@@ -29,7 +33,9 @@ function main(): void {
       server.closeAllConnections();
     }, config.shutdownTimeoutMs);
     deadline.unref();
-    server.close(() => {
+    server.close(async () => {
+      // The worker writes to the database, so it stops first.
+      await worker?.stop();
       db.$client.close();
       log.info('Stopped');
       process.exit(0);

@@ -24,8 +24,6 @@ const stillNotImplemented = [
   'getOrder',
   'cancelOrder',
   'fulfilOrder',
-  'sendMessage',
-  'getMessage',
 ];
 
 describe('operations not implemented yet', () => {

@@ -1,0 +1,253 @@
+// PRODUCT.md section 5: the quickstart operation, its 400 and 401 cases, and delivery.
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import Database from 'better-sqlite3';
+import request from 'supertest';
+import { createRepositories } from '../db/repositories';
+import { startDeliveryWorker, type DeliveryWorker } from '../server/delivery-worker';
+import { createLogger } from '../server/log';
+import { customer, expectError, password, setupApp, uniqueEmail, type Caller } from './helpers';
+import { eventually, startServer, type ServerProcess } from './server-process';
+
+const silent = createLogger('silent');
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+
+describe('POST /messages', () => {
+  const t = setupApp();
+  let me: Caller;
+
+  beforeAll(async () => {
+    me = await customer(t.app);
+  });
+
+  it('queues the message: 202 with {id, message, status: "queued", createdAt} and a Location', async () => {
+    const before = Date.now();
+    const res = await request(t.app).post('/messages').set(me.auth).send({ message: 'Hello from the pet store' });
+    expect(res.status).toBe(202);
+    expect(res.body).toEqual({
+      id: expect.stringMatching(/^msg_[a-f0-9]{24}$/),
+      message: 'Hello from the pet store',
+      status: 'queued',
+      createdAt: expect.any(String),
+    });
+    expect(Date.parse(res.body.createdAt)).toBeGreaterThanOrEqual(before - 1);
+    expect(res.headers.location).toBe(`/messages/${res.body.id}`);
+  });
+
+  it('gives every message its own id', async () => {
+    const ids = new Set<string>();
+    for (let i = 0; i < 5; i++) {
+      ids.add((await request(t.app).post('/messages').set(me.auth).send({ message: `m${i}` })).body.id);
+    }
+    expect(ids.size).toBe(5);
+  });
+
+  describe('400', () => {
+    it('invalid JSON is invalid_json', async () => {
+      const res = await request(t.app)
+        .post('/messages')
+        .set(me.auth)
+        .set('Content-Type', 'application/json')
+        .send('{"message": "Hello"');
+      expectError(res, 400, 'invalid_json');
+    });
+
+    it('a missing message is validation_failed naming it', async () => {
+      const res = await request(t.app).post('/messages').set(me.auth).send({});
+      expectError(res, 400, 'validation_failed');
+      expect(res.body.message).toContain('request/body/message is required');
+    });
+
+    it('no Content-Type: application/json is invalid_content_type, not 415', async () => {
+      // fetch can send a byte body with no Content-Type at all, which supertest cannot.
+      const server = t.app.listen(0, '127.0.0.1');
+      await new Promise((resolve) => server.once('listening', resolve));
+      const { port } = server.address() as { port: number };
+      try {
+        const res = await fetch(`http://127.0.0.1:${port}/messages`, {
+          method: 'POST',
+          headers: me.auth,
+          body: new TextEncoder().encode('{"message":"Hello"}'),
+        });
+        expect({ status: res.status, body: await res.json() }).toEqual({
+          status: 400,
+          body: { code: 'invalid_content_type', message: expect.any(String), status: 400 },
+        });
+      } finally {
+        server.close();
+      }
+      const asText = await request(t.app).post('/messages').set(me.auth).set('Content-Type', 'text/plain').send('{"message":"Hello"}');
+      expectError(asText, 400, 'invalid_content_type');
+    });
+
+    it('an empty, too long or non-string message, or an unknown property, is validation_failed', async () => {
+      for (const body of [{ message: '' }, { message: 'x'.repeat(2001) }, { message: 42 }, { message: 'hi', to: 'bob' }]) {
+        expectError(await request(t.app).post('/messages').set(me.auth).send(body), 400, 'validation_failed');
+      }
+      const longest = await request(t.app).post('/messages').set(me.auth).send({ message: 'x'.repeat(2000) });
+      expect(longest.status).toBe(202);
+    });
+  });
+
+  describe('401', () => {
+    const post = () => request(t.app).post('/messages').send({ message: 'Hello' });
+
+    it('a missing key', async () => {
+      const res = await post();
+      expectError(res, 401, 'unauthorized');
+      expect(res.headers['www-authenticate']).toBe('Bearer realm="petstore"');
+    });
+
+    it('an invalid key', async () => {
+      const res = await post().set('Authorization', `Bearer ${me.key}x`);
+      expectError(res, 401, 'unauthorized');
+      expect(res.headers['www-authenticate']).toBe('Bearer realm="petstore", error="invalid_token"');
+    });
+
+    it('a valid key not in the Bearer form', async () => {
+      for (const authorization of [me.key, `Token ${me.key}`, `Bearer ${me.key} extra`, `Basic ${Buffer.from(`${me.email}:${password}`).toString('base64')}`]) {
+        expectError(await post().set('Authorization', authorization), 401, 'unauthorized');
+      }
+    });
+
+    it('queues nothing when refused', async () => {
+      const before = t.db.$client.prepare('select count(*) as n from messages').get() as { n: number };
+      await post();
+      await post().set('Authorization', `Token ${me.key}`);
+      const after = t.db.$client.prepare('select count(*) as n from messages').get() as { n: number };
+      expect(after.n).toBe(before.n);
+    });
+  });
+});
+
+describe('GET /messages/{messageId}', () => {
+  const t = setupApp();
+
+  it('shows the current status to its sender', async () => {
+    const me = await customer(t.app);
+    const sent = await request(t.app).post('/messages').set(me.auth).send({ message: 'status?' });
+    const res = await request(t.app).get(sent.headers.location as string).set(me.auth);
+    expect(res.status).toBe(200);
+    // No worker runs in this app: it stays queued, and has no sentAt.
+    expect(res.body).toEqual(sent.body);
+  });
+
+  it('answers another account’s message with 404, as if it did not exist', async () => {
+    const me = await customer(t.app);
+    const other = await customer(t.app);
+    const sent = await request(t.app).post('/messages').set(me.auth).send({ message: 'private' });
+    expectError(await request(t.app).get(`/messages/${sent.body.id}`).set(other.auth), 404, 'not_found');
+    expectError(await request(t.app).get(`/messages/msg_${'0'.repeat(24)}`).set(me.auth), 404, 'not_found');
+  });
+
+  it('answers an id that is not a message id with 400', async () => {
+    const me = await customer(t.app);
+    expectError(await request(t.app).get('/messages/42').set(me.auth), 400, 'validation_failed');
+  });
+
+  it('needs a key', async () => {
+    expectError(await request(t.app).get(`/messages/msg_${'0'.repeat(24)}`), 401, 'unauthorized');
+  });
+});
+
+describe('the delivery worker', () => {
+  const t = setupApp();
+  const workers: DeliveryWorker[] = [];
+  afterEach(async () => {
+    await Promise.all(workers.splice(0).map((w) => w.stop()));
+  });
+  const start = (messageDeliveryDelayMs: number) => {
+    const worker = startDeliveryWorker({ db: t.db, config: { messageDeliveryDelayMs }, log: silent, intervalMs: 20 });
+    workers.push(worker);
+    return worker;
+  };
+  const statusOf = async (me: Caller, id: string) => (await request(t.app).get(`/messages/${id}`).set(me.auth)).body;
+
+  it('moves a message from queued to sent, with sentAt', async () => {
+    const me = await customer(t.app);
+    start(0);
+    const sent = await request(t.app).post('/messages').set(me.auth).send({ message: 'deliver me' });
+    const delivered = await eventually(async () => {
+      const body = await statusOf(me, sent.body.id);
+      return body.status === 'sent' ? body : undefined;
+    }, 5_000);
+    expect(delivered).toEqual({ ...sent.body, status: 'sent', sentAt: expect.any(String) });
+    expect(Date.parse(delivered.sentAt)).toBeGreaterThanOrEqual(Date.parse(delivered.createdAt));
+  });
+
+  it('waits MESSAGE_DELIVERY_DELAY_MS before delivering', async () => {
+    const me = await customer(t.app);
+    start(60_000);
+    const sent = await request(t.app).post('/messages').set(me.auth).send({ message: 'not yet' });
+    await sleep(200); // about ten ticks
+    expect((await statusOf(me, sent.body.id)).status).toBe('queued');
+  });
+
+  it('delivers nothing once stopped', async () => {
+    const me = await customer(t.app);
+    await start(0).stop();
+    const sent = await request(t.app).post('/messages').set(me.auth).send({ message: 'after stop' });
+    await sleep(200);
+    expect((await statusOf(me, sent.body.id)).status).toBe('queued');
+  });
+
+  it('drains a backlog larger than one batch', async () => {
+    const me = await customer(t.app);
+    const repos = createRepositories(t.db);
+    const ids = Array.from({ length: 250 }, (_, i) => repos.messages.enqueue(me.accountId, `b${i}`).id);
+    start(0);
+    await eventually(() => {
+      const { n } = t.db.$client.prepare("select count(*) as n from messages where status = 'queued'").get() as { n: number };
+      return n === 0 ? true : undefined;
+    }, 5_000);
+    expect((await statusOf(me, ids[249] as string)).status).toBe('sent');
+  });
+});
+
+describe('messages survive a restart', () => {
+  let dir: string;
+  let server: ServerProcess | undefined;
+
+  beforeAll(() => {
+    dir = mkdtempSync(join(tmpdir(), 'petstore-messages-'));
+  });
+  afterAll(async () => {
+    if (server && server.child.exitCode === null) await server.stop();
+    rmSync(dir, { recursive: true, force: true });
+  });
+
+  it('delivers after a restart what was still queued at SIGTERM, and stops cleanly', async () => {
+    const databasePath = join(dir, 'petstore.db');
+    const env = { DATABASE_PATH: databasePath, SEED_DEMO_DATA: 'false' };
+
+    server = await startServer({ ...env, MESSAGE_DELIVERY_DELAY_MS: '60000' });
+    const email = uniqueEmail('restart');
+    const json = { 'Content-Type': 'application/json' };
+    expect((await fetch(`${server.url}/accounts`, { method: 'POST', headers: json, body: JSON.stringify({ email, password }) })).status).toBe(201);
+    const basic = `Basic ${Buffer.from(`${email}:${password}`).toString('base64')}`;
+    const { key } = (await (await fetch(`${server.url}/api-keys`, { method: 'POST', headers: { Authorization: basic } })).json()) as { key: string };
+    const auth = { Authorization: `Bearer ${key}` };
+    const queued = await fetch(`${server.url}/messages`, { method: 'POST', headers: { ...auth, ...json }, body: JSON.stringify({ message: 'survive' }) });
+    expect(queued.status).toBe(202);
+    const { id } = (await queued.json()) as { id: string };
+
+    expect(await server.stop()).toBe(0);
+    expect(server.log()).toContain('"message":"Stopped"');
+    const file = new Database(databasePath, { readonly: true });
+    try {
+      expect(file.prepare('select status, sent_at from messages where id = ?').get(id)).toEqual({ status: 'queued', sent_at: null });
+    } finally {
+      file.close();
+    }
+
+    server = await startServer({ ...env, MESSAGE_DELIVERY_DELAY_MS: '0' });
+    const url = `${server.url}/messages/${id}`;
+    const delivered = await eventually(async () => {
+      const body = (await (await fetch(url, { headers: auth })).json()) as { status: string; sentAt?: string };
+      return body.status === 'sent' ? body : undefined;
+    }, 10_000);
+    expect(delivered).toMatchObject({ id, message: 'survive', status: 'sent', sentAt: expect.any(String) });
+    expect(await server.stop()).toBe(0);
+  });
+});

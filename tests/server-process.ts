@@ -1,0 +1,82 @@
+// Runs the real `server/main.ts` in a child process, as `npm start` does, for the tests
+// that need start-up, shutdown or a restart on the same database file.
+import { spawn, type ChildProcess } from 'node:child_process';
+import { join } from 'node:path';
+
+export const repoRoot = join(__dirname, '..');
+const tsx = join(repoRoot, 'node_modules', '.bin', 'tsx');
+
+export interface ServerProcess {
+  /** http://127.0.0.1:<port> */
+  url: string;
+  child: ChildProcess;
+  /** Everything the process wrote to stderr (its JSON log lines) so far. */
+  log(): string;
+  /** SIGTERM, then waits for the exit (SIGKILL past the deadline); resolves to the exit code. */
+  stop(): Promise<number | null>;
+}
+
+function waitForExit(child: ChildProcess, ms: number): Promise<number | null | 'timeout'> {
+  if (child.exitCode !== null || child.signalCode !== null) return Promise.resolve(child.exitCode);
+  return new Promise((resolve) => {
+    const timer = setTimeout(() => resolve('timeout'), ms);
+    child.once('exit', (code) => {
+      clearTimeout(timer);
+      resolve(code);
+    });
+  });
+}
+
+/**
+ * Starts the service on an ephemeral port (PORT=0) and resolves once its start-up log
+ * line names the address it listens on.
+ */
+export function startServer(env: Record<string, string>, timeoutMs = 30_000): Promise<ServerProcess> {
+  const child = spawn(tsx, ['server/main.ts'], {
+    cwd: repoRoot,
+    env: { ...process.env, PORT: '0', HOST: '127.0.0.1', LOG_LEVEL: 'info', ...env },
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
+  let stderr = '';
+  child.stdout?.resume();
+
+  const stop = async () => {
+    child.kill('SIGTERM');
+    const code = await waitForExit(child, 15_000);
+    if (code !== 'timeout') return code;
+    child.kill('SIGKILL');
+    await waitForExit(child, 5_000);
+    throw new Error(`the server did not stop within 15 s of SIGTERM:\n${stderr}`);
+  };
+
+  return new Promise((resolve, reject) => {
+    const timer = setTimeout(() => {
+      child.kill('SIGKILL');
+      reject(new Error(`the server did not start within ${timeoutMs} ms:\n${stderr}`));
+    }, timeoutMs);
+    let started = false;
+    child.once('exit', (code) => {
+      clearTimeout(timer);
+      if (!started) reject(new Error(`the server exited with ${code} before listening:\n${stderr}`));
+    });
+    child.stderr?.on('data', (chunk: Buffer) => {
+      stderr += chunk.toString('utf8');
+      const match = /listening on (http:\/\/127\.0\.0\.1:\d+)/.exec(stderr);
+      if (started || !match?.[1]) return;
+      started = true;
+      clearTimeout(timer);
+      resolve({ url: match[1], child, log: () => stderr, stop });
+    });
+  });
+}
+
+/** Polls `check` every 50 ms until it returns a value other than undefined, for at most `ms`. */
+export async function eventually<T>(check: () => Promise<T | undefined> | T | undefined, ms = 10_000): Promise<T> {
+  const deadline = Date.now() + ms;
+  for (;;) {
+    const value = await check();
+    if (value !== undefined) return value;
+    if (Date.now() > deadline) throw new Error(`still not there after ${ms} ms`);
+    await new Promise((r) => setTimeout(r, 50));
+  }
+}
