@@ -73,3 +73,39 @@ export function expectError(res: request.Response, status: number, code: string)
   expect(res.body).toEqual({ code, message: expect.any(String), status });
   expect(res.body.message).not.toMatch(/\n\s+at /);
 }
+
+let catalogueCounter = 0;
+
+/** An admin-made category with a unique name. */
+export async function createCategory(app: Express, boss: Caller, overrides: object = {}): Promise<{ id: number; name: string }> {
+  const res = await request(app)
+    .post('/categories')
+    .set(boss.auth)
+    .send({ name: `Category ${process.pid}-${++catalogueCounter}`, ...overrides });
+  if (res.status !== 201) throw new Error(`POST /categories answered ${res.status}: ${JSON.stringify(res.body)}`);
+  return res.body;
+}
+
+/** An admin-made pet (in a new category unless one is given), with `stock` units when given. */
+export async function createPet(
+  app: Express,
+  boss: Caller,
+  overrides: { name?: string; categoryId?: number; status?: string; stock?: number } = {},
+): Promise<{ id: number; name: string; categoryId: number; status: string }> {
+  const { stock, ...pet } = overrides;
+  const categoryId = pet.categoryId ?? (await createCategory(app, boss)).id;
+  const res = await request(app)
+    .post('/pets')
+    .set(boss.auth)
+    .send({ name: `Pet ${++catalogueCounter}`, ...pet, categoryId });
+  if (res.status !== 201) throw new Error(`POST /pets answered ${res.status}: ${JSON.stringify(res.body)}`);
+  if (stock !== undefined) {
+    const put = await request(app).put(`/store/inventory/${res.body.id}`).set(boss.auth).send({ quantity: stock });
+    if (put.status !== 200) throw new Error(`PUT /store/inventory answered ${put.status}: ${JSON.stringify(put.body)}`);
+  }
+  return res.body;
+}
+
+/** The next page's path from a list response's `Link: <...>; rel="next"`; undefined on the last page. */
+export const nextPage = (res: request.Response): string | undefined =>
+  /<([^>]+)>;\s*rel="next"/.exec(res.headers.link ?? '')?.[1];
