@@ -33,7 +33,7 @@ export const operationTable = {
 
 export type OperationId = keyof typeof operationTable;
 
-/** The operations of each tag: one handler module a tag must implement all of them. */
+/** The operations of each tag; the tag's handler module implements all of them. */
 export interface OperationsByTag {
   'pets': 'listPets' | 'createPet' | 'getPetById' | 'updatePet' | 'deletePet';
   'categories': 'listCategories' | 'createCategory' | 'getCategory' | 'updateCategory' | 'deleteCategory';

@@ -9,6 +9,7 @@ import { handlers as defaultHandlers } from '../handlers';
 import { bodyReader } from './body';
 import { createDocsRouter } from './docs';
 import type { Config } from './config';
+import { deprecationHeaders } from './deprecation';
 import { ApiError, errorMapper } from './errors';
 import { createLogger, type Logger } from './log';
 import { registerOperations, type AppContext, type HandlerTable } from './operations';
@@ -37,6 +38,8 @@ export function createApp({ db, config, spec = loadSpec(), log, handlers }: AppO
   app.set('trust proxy', config.trustProxy);
 
   app.use(requestId);
+  // First, so that every answer of a deprecated operation says so, a 401 or 429 included.
+  app.use(deprecationHeaders(spec));
   // HEAD is GET without a body (RFC 9110); Node drops the body because the response was
   // created for a HEAD request, so the GET operation can serve it.
   app.use((req, _res, next) => {

@@ -1,0 +1,110 @@
+// Deprecation headers from the spec, for whichever operations it marks `deprecated`:
+// `Deprecation` (RFC 9745) from `x-deprecated-since`, `Sunset` (RFC 8594) from
+// `x-deprecated-sunset`, and `Link: <...>; rel="successor-version"` from `x-successor`,
+// a path template filled from the request's path parameters. Nothing here names an
+// operation: editing openapi.yaml is the only way to deprecate one.
+import type { RequestHandler, Response } from 'express';
+import type { OpenApiDocument } from './spec';
+
+const methods = ['get', 'put', 'post', 'delete', 'patch'] as const;
+
+interface DeprecatedOperation {
+  method: string;
+  pattern: RegExp;
+  params: string[];
+  deprecation: string;
+  sunset?: string;
+  successor?: string;
+}
+
+/** A `YYYY-MM-DD` (midnight UTC) or a full date-time, as the spec writes it. */
+function parseDate(value: unknown, where: string): Date {
+  const date = value instanceof Date ? value : typeof value === 'string' ? new Date(value) : new Date(NaN);
+  if (Number.isNaN(date.getTime())) throw new Error(`${where} is not a date: ${String(value)}`);
+  return date;
+}
+
+/** Reads the deprecated operations once, at start-up; a half-described one stops start-up. */
+export function deprecatedOperations(spec: OpenApiDocument): DeprecatedOperation[] {
+  const found: DeprecatedOperation[] = [];
+  for (const [path, item] of Object.entries(spec.paths)) {
+    for (const method of methods) {
+      const op = item[method] as Record<string, unknown> | undefined;
+      if (!op || op.deprecated !== true) continue;
+      const name = `${method.toUpperCase()} ${path}`;
+      if (op['x-deprecated-since'] === undefined) {
+        throw new Error(`${name} is deprecated but has no x-deprecated-since (RFC 9745 needs the date)`);
+      }
+      const params = [...path.matchAll(/\{(\w+)\}/g)].map((m) => m[1] as string);
+      const successor = op['x-successor'];
+      if (successor !== undefined) {
+        if (typeof successor !== 'string') throw new Error(`${name}: x-successor must be a path template`);
+        const unknown = [...successor.matchAll(/\{(\w+)\}/g)].map((m) => m[1] as string).filter((p) => !params.includes(p));
+        if (unknown.length > 0) throw new Error(`${name}: x-successor uses {${unknown.join('}, {')}}, not a path parameter`);
+      }
+      const source = path.replace(/[.*+?^$()|[\]\\]/g, '\\$&').replace(/\{\w+\}/g, '([^/]+)');
+      found.push({
+        method,
+        // Express routes ignore a trailing slash, so the same requests are matched here.
+        pattern: new RegExp(`^${source}/?$`),
+        params,
+        deprecation: `@${Math.floor(parseDate(op['x-deprecated-since'], `${name} x-deprecated-since`).getTime() / 1000)}`,
+        ...(op['x-deprecated-sunset'] !== undefined && {
+          sunset: parseDate(op['x-deprecated-sunset'], `${name} x-deprecated-sunset`).toUTCString(),
+        }),
+        ...(successor !== undefined && { successor: successor as string }),
+      });
+    }
+  }
+  return found;
+}
+
+function decode(segment: string): string {
+  try {
+    return decodeURIComponent(segment);
+  } catch {
+    return segment;
+  }
+}
+
+function addLink(res: Response, link: string): void {
+  const current = res.getHeader('Link');
+  const existing = current === undefined ? [] : Array.isArray(current) ? current : [String(current)];
+  res.setHeader('Link', [...existing, link].join(', '));
+}
+
+/**
+ * Adds the headers to every response of a deprecated operation, errors included (a 401
+ * or a 429 is still an answer from a deprecated endpoint). They are written just before
+ * the status line goes out, so a handler's own `Link` is kept beside the successor's.
+ */
+export function deprecationHeaders(spec: OpenApiDocument): RequestHandler {
+  const operations = deprecatedOperations(spec);
+  return (req, res, next) => {
+    if (operations.length === 0) return next();
+    // HEAD is answered by the GET operation.
+    const method = req.method === 'HEAD' ? 'get' : req.method.toLowerCase();
+    let values: string[] = [];
+    const op = operations.find((o) => {
+      if (o.method !== method) return false;
+      const match = o.pattern.exec(req.path);
+      if (match) values = match.slice(1).map(decode);
+      return match !== null;
+    });
+    if (!op) return next();
+
+    const writeHead = res.writeHead;
+    res.writeHead = function (this: Response, ...args: Parameters<Response['writeHead']>) {
+      res.setHeader('Deprecation', op.deprecation);
+      if (op.sunset) res.setHeader('Sunset', op.sunset);
+      if (op.successor) {
+        const target = op.successor.replace(/\{(\w+)\}/g, (_, name: string) =>
+          encodeURIComponent(values[op.params.indexOf(name)] ?? ''),
+        );
+        addLink(res, `<${target}>; rel="successor-version"`);
+      }
+      return writeHead.apply(this, args);
+    } as Response['writeHead'];
+    next();
+  };
+}
