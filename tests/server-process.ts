@@ -4,7 +4,6 @@ import { spawn, type ChildProcess } from 'node:child_process';
 import { join } from 'node:path';
 
 export const repoRoot = join(__dirname, '..');
-const tsx = join(repoRoot, 'node_modules', '.bin', 'tsx');
 
 export interface ServerProcess {
   /** http://127.0.0.1:<port> */
@@ -32,7 +31,8 @@ function waitForExit(child: ChildProcess, ms: number): Promise<number | null | '
  * line names the address it listens on.
  */
 export function startServer(env: Record<string, string>, timeoutMs = 30_000): Promise<ServerProcess> {
-  const child = spawn(tsx, ['server/main.ts'], {
+  // Exactly what `npm start` runs: one node process, so SIGTERM reaches the service itself.
+  const child = spawn(process.execPath, ['--import', 'tsx', 'server/main.ts'], {
     cwd: repoRoot,
     env: { ...process.env, PORT: '0', HOST: '127.0.0.1', LOG_LEVEL: 'info', ...env },
     stdio: ['ignore', 'pipe', 'pipe'],
