@@ -1,7 +1,8 @@
-// Serves createApp() on PORT: applies migrations, listens, runs the message delivery
-// worker, and on SIGTERM/SIGINT stops taking connections, lets in-flight requests
+// Serves createApp() on PORT: applies migrations (and loads the demo catalogue into a
+// brand-new database), listens, runs the message delivery worker, and on SIGTERM/SIGINT stops taking connections, lets in-flight requests
 // finish, stops the worker, then closes the database.
-import { createDatabase } from '../db/client';
+import { migrateDatabase, openDatabase } from '../db/client';
+import { hasAppliedMigrations, seedDemoData } from '../db/seed';
 import { createApp } from './app';
 import { ConfigError, loadConfig } from './config';
 import { startDeliveryWorker, type DeliveryWorker } from './delivery-worker';
@@ -10,7 +11,14 @@ import { createLogger } from './log';
 function main(): void {
   const config = loadConfig();
   const log = createLogger(config.logLevel);
-  const db = createDatabase(config.databasePath);
+  const db = openDatabase(config.databasePath);
+  // Asked before migrating: afterwards every database looks used.
+  const brandNew = !hasAppliedMigrations(db);
+  migrateDatabase(db);
+  if (brandNew && config.seedDemoData) {
+    const seeded = seedDemoData(db);
+    log.info('New database: loaded the demo catalogue', seeded);
+  }
   const app = createApp({ db, config, log });
 
   let worker: DeliveryWorker | undefined;
