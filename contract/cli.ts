@@ -21,6 +21,7 @@ const usage = `Usage: npm run test:contract -- [--base-url URL --key KEY [--admi
   --seed N          reproduce a run (every run prints its seed)
   --runs N          resources made per create operation and samples per read (default 3)
   --spec PATH       the contract to test against (default: this project's openapi.yaml)
+  --verbose, -v     print every request and its answer, one line each
   --body-limit N    bytes above which a body must be refused with 413 (default: from the spec, else 65536)`;
 
 function bodyLimitFromSpec(description: unknown): number | undefined {
@@ -38,6 +39,7 @@ async function main(): Promise<number> {
       runs: { type: 'string' },
       spec: { type: 'string' },
       'body-limit': { type: 'string' },
+      verbose: { type: 'boolean', short: 'v' },
       help: { type: 'boolean', short: 'h' },
     },
   });
@@ -127,6 +129,10 @@ async function main(): Promise<number> {
       log: (line) => console.log(line),
       // The first failures are printed as they happen, for a run that is stopped early.
       onExchange: (ex) => {
+        if (values.verbose) {
+          const body = ex.request.body === undefined ? '' : ` ${ex.request.body.slice(0, 160)}`;
+          console.log(`  ${ex.response.status} ${ex.opId} [${ex.label}] ${ex.request.method} ${ex.request.path}${body} -> ${ex.response.text.slice(0, 160)}`);
+        }
         if (ex.failures.length > 0 && streamed++ < 3) console.log(`\n${formatFailure(ex, reproduce)}\n`);
       },
     });

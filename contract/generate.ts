@@ -149,6 +149,21 @@ function strings(s: Schema, ascii: boolean): fc.Arbitrary<string> {
   return fc.string({ unit: ascii ? asciiChar : anyChar, minLength, maxLength });
 }
 
+/** The least an object schema allows: its required fields only, numbers at their minimum. */
+export function leastOf(schema: unknown, deref: Deref): Schema {
+  const s = flatten(schema, deref);
+  if (typeOf(s) !== 'object') return s;
+  const required = new Set((s.required ?? []) as string[]);
+  const properties: Record<string, Schema> = {};
+  for (const [name, p] of Object.entries((s.properties ?? {}) as Record<string, unknown>)) {
+    if (!required.has(name)) continue;
+    const f = flatten(p, deref);
+    const numeric = typeOf(f) === 'integer' || typeOf(f) === 'number';
+    properties[name] = numeric && typeof f.minimum === 'number' ? { ...f, maximum: f.minimum } : f;
+  }
+  return { ...s, properties };
+}
+
 /** A request body or parameter value that breaks the schema, and why. */
 export interface Broken {
   label: string;

@@ -7,6 +7,8 @@ const bodyLimit = 2048;
 
 /** Keys and Basic credentials keep only their last four characters. */
 export function maskAuthorization(value: string): string {
+  // A scheme alone ("Bearer") carries no secret, and reads better whole.
+  if (/^[A-Za-z]{1,10}$/.test(value)) return value;
   const match = /^([A-Za-z][A-Za-z0-9-]*)([ \t,]+)(.*)$/s.exec(value);
   const [scheme, gap, secret] = match ? [match[1], match[2], match[3]!] : ['', '', value];
   if (secret.length <= 4) return value;

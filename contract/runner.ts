@@ -8,7 +8,7 @@ import addFormats from 'ajv-formats';
 import fc from 'fast-check';
 import { check, templateMatches, type Exchange, type Expectation } from './checks';
 import type { ResponseValidator } from './checks';
-import { arbitrary, brokenBodies, brokenValues, flatten, Source, typeOf, type Override } from './generate';
+import { arbitrary, brokenBodies, brokenValues, flatten, leastOf, Source, typeOf, type Override } from './generate';
 import type { HttpClient, ReceivedResponse, SentRequest } from './http';
 import { methods, successStatuses, type Contract, type Operation, type Param, type Producer, type Schema } from './spec';
 
@@ -288,7 +288,7 @@ export class Run {
     };
   }
 
-  private generate(op: Operation, target?: Resource, choice = 0, dangling = false): Inputs {
+  private generate(op: Operation, target?: Resource, choice = 0, dangling = false, least = false): Inputs {
     const deref = this.contract.deref;
     const override = this.override(choice, dangling);
     const pathParams: Record<string, unknown> = {};
@@ -304,7 +304,8 @@ export class Run {
       const value = this.source.draw(override(p.name, p.schema) ?? arbitrary(p.schema, deref, override, p.in === 'header'));
       (p.in === 'query' ? query : headers).push([p, value]);
     }
-    const body = op.body ? this.source.draw(arbitrary(op.body.schema, deref, override)) : undefined;
+    const bodySchema = op.body && least ? leastOf(op.body.schema, deref) : op.body?.schema;
+    const body = bodySchema ? this.source.draw(arbitrary(bodySchema, deref, override)) : undefined;
     return { pathParams, query, headers, body };
   }
 
@@ -369,33 +370,59 @@ export class Run {
 
   private async exerciseCreate(op: Operation, producer: Producer): Promise<void> {
     const usesIds = this.consumes(op).length > 0;
+    const auth = this.authFor(op)!;
     let made = 0;
     let first: SentRequest | undefined;
-    for (let i = 0; i < this.o.runs || (made === 0 && i < this.o.runs * 2); i++) {
+    const attempt = async (inputs: Inputs, label: string) => {
+      const request = this.build(op, inputs, auth);
+      first ??= request;
+      const ex = await this.send(op, label, { kind: 'valid' }, request);
+      if (isSuccess(ex.response.status)) {
+        made++;
+        this.record(op, ex, inputs.body, auth);
+      }
+      return ex.response.status;
+    };
+    for (let i = 0; i < this.o.runs; i++) {
       // A business rule may refuse one parent (no stock, not available): try the next one.
-      for (let attempt = 0; attempt < (usesIds ? 3 : 1); attempt++) {
-        const inputs = this.generate(op, undefined, i + attempt);
-        const auth = this.authFor(op)!;
-        const request = this.build(op, inputs, auth);
-        const ex = await this.send(op, 'valid', { kind: 'valid' }, request);
-        first ??= request;
-        if (isSuccess(ex.response.status)) {
-          made++;
-          const id = (ex.response.json as { id?: unknown } | undefined)?.id;
-          const owner = op.security === 'basic' ? this.signedUp : { header: auth.Authorization };
-          if (id !== undefined) {
-            this.resources.push({ seq: this.seq++, param: producer.param, id, producer, body: inputs.body, owner, discovered: false, deleted: false });
-          }
-          break;
-        }
-        if (ex.response.status < 400 || ex.response.status >= 500) break;
+      for (let next = 0; next < (usesIds ? 3 : 1); next++) {
+        const status = await attempt(this.generate(op, undefined, i + next), 'valid');
+        if (status < 400 || status >= 500) break;
       }
     }
-    if (first) await this.send(op, 'the first valid request again, unchanged', { kind: 'valid' }, first);
+    // Later steps need two of each (one to complete, one left open). When business rules
+    // refused the generated requests, set the parents up afresh with their own update
+    // operations and ask for the least: required fields only, numbers at their minimum.
+    const wanted = Math.min(2, this.o.runs);
+    for (let round = 0; usesIds && made < wanted && round < 6; round++) {
+      await this.refreshParents(op);
+      const parents = Math.max(...this.consumes(op).map((n) => this.live(n, true).length), 1);
+      for (let choice = 0; choice < parents && made < wanted; choice++) {
+        await attempt(this.generate(op, undefined, choice + round, false, true), 'valid, the least the schema allows');
+      }
+    }
+    if (first) {
+      const again = await this.send(op, 'the first valid request again, unchanged', { kind: 'valid' }, first);
+      if (isSuccess(again.response.status)) this.record(op, again, first.body === undefined ? undefined : JSON.parse(first.body), auth);
+    }
     await this.headerReplay(op);
     if (usesIds) {
       const inputs = this.generate(op, undefined, 0, true);
-      await this.send(op, 'a body naming ids that do not exist', { kind: 'invalid' }, this.build(op, inputs, this.authFor(op)!));
+      await this.send(op, 'a body naming ids that do not exist', { kind: 'invalid' }, this.build(op, inputs, auth));
+    }
+  }
+
+  /** Sends fresh valid updates (PUT, PATCH) to the resources an operation's ids name. */
+  private async refreshParents(op: Operation): Promise<void> {
+    for (const param of this.consumes(op)) {
+      const updates = this.contract.operations.filter((u) => (u.method === 'put' || u.method === 'patch') && this.itemParam(u) === param);
+      for (const update of updates) {
+        for (const [i, target] of this.live(param, true).entries()) {
+          const auth = this.authFor(update, target.owner);
+          if (!auth) continue;
+          await this.send(update, `valid, setting up ${param} ${String(target.id)} again for ${op.id}`, { kind: 'valid' }, this.build(update, this.generate(update, target, i), auth));
+        }
+      }
     }
   }
 
@@ -423,6 +450,7 @@ export class Run {
     const producer = this.producerMade(op);
     const id = (ex.response.json as { id?: unknown } | undefined)?.id;
     if (!producer || id === undefined) return;
+    if (this.resources.some((r) => r.param === producer.param && r.id === id)) return;
     const owner = op.security === 'basic' ? this.signedUp : { header: auth.Authorization };
     this.resources.push({ seq: this.seq++, param: producer.param, id, producer, body, owner, discovered: false, deleted: false });
   }

@@ -1,0 +1,121 @@
+// The contract suite's own pieces (contract/): generation is reproducible and valid,
+// broken inputs are really broken, and a service that strays from openapi.yaml is caught.
+import type { Server } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { check, ResponseValidator } from '../contract/checks';
+import { arbitrary, brokenBodies, Source } from '../contract/generate';
+import { HttpClient } from '../contract/http';
+import { formatFailure, formatReport, maskAuthorization } from '../contract/report';
+import { runSuite } from '../contract/runner';
+import { buildContract, loadContract, type Document } from '../contract/spec';
+import { admin, customer, setupApp, type TestApp } from './helpers';
+
+const contract = loadContract();
+const validator = new ResponseValidator(contract);
+const newPet = { $ref: '#/components/schemas/NewPet' };
+
+async function listen(t: TestApp): Promise<{ server: Server; client: HttpClient }> {
+  const server = t.app.listen(0, '127.0.0.1');
+  await new Promise((resolve) => server.once('listening', resolve));
+  const { port } = server.address() as AddressInfo;
+  return { server, client: new HttpClient(`http://127.0.0.1:${port}`) };
+}
+
+describe('contract suite: generation', () => {
+  const draw = (seed: number) => {
+    const source = new Source(seed);
+    return Array.from({ length: 20 }, () => source.draw(arbitrary(newPet, contract.deref)));
+  };
+
+  it('draws the same values for the same seed and others for another seed', () => {
+    expect(draw(7)).toEqual(draw(7));
+    expect(draw(8)).not.toEqual(draw(7));
+  });
+
+  it('draws only values the schema accepts', () => {
+    for (const body of [...draw(1), ...draw(2)]) {
+      expect(validator.validate('#/components/schemas/NewPet', body)).toEqual([]);
+    }
+  });
+
+  it('breaks a body only in ways the schema refuses', () => {
+    const valid = { name: 'Rex', categoryId: 1 };
+    const broken = brokenBodies(newPet, valid, contract.deref, 65536);
+    expect(broken.map((b) => b.label)).toEqual(
+      expect.arrayContaining(['without required field "name"', 'with an unknown property', 'field "categoryId" an integer past 2^53-1']),
+    );
+    for (const { label, text } of broken) {
+      let parsed: unknown;
+      try {
+        parsed = JSON.parse(text);
+      } catch {
+        continue; // malformed JSON is refused before any schema
+      }
+      expect({ label, accepted: validator.validate('#/components/schemas/NewPet', parsed).length === 0 }).toEqual({ label, accepted: false });
+    }
+  });
+});
+
+describe('contract suite: checks', () => {
+  it('catches a status the spec does not document', async () => {
+    const doc = structuredClone(contract.doc) as Document;
+    delete (doc.paths['/api-keys'] as { get: { responses: Record<string, unknown> } }).get.responses['401'];
+    const trimmed = buildContract(doc);
+    const { server, client } = await listen(setupApp());
+    try {
+      const request = { method: 'GET', path: '/api-keys', headers: {} };
+      const response = await client.send(request);
+      const op = trimmed.find('get', '/api-keys')!;
+      const failures = check({ opId: op.id, op, label: 'no key', expect: { kind: 'valid' }, request, response }, trimmed, new ResponseValidator(trimmed));
+      expect(failures).toEqual([expect.stringContaining('status 401 is not documented for listApiKeys')]);
+      // The same answer passes against the real contract.
+      const real = contract.find('get', '/api-keys')!;
+      expect(check({ opId: real.id, op: real, label: 'no key', expect: { kind: 'valid' }, request, response }, contract, validator)).toEqual([]);
+    } finally {
+      client.close();
+      server.close();
+    }
+  });
+
+  it('masks keys to their last four characters', () => {
+    expect(maskAuthorization('Bearer ps_live_abcdefghijklmnopqrstuvwxyz0123456789ABCDEFGH')).toBe('Bearer …EFGH');
+    expect(maskAuthorization(`Basic ${Buffer.from('a@example.com:secret password').toString('base64')}`)).toMatch(/^Basic …\S{4}$/);
+    expect(maskAuthorization('Bearer')).toBe('Bearer');
+  });
+});
+
+describe('contract suite: a whole run', () => {
+  it('reports a handler whose response breaks the documented shape, with the request and the seed', async () => {
+    // The server's own response validation is off, as on a deployment that skips it.
+    const t = setupApp({
+      env: { VALIDATE_RESPONSES: 'false' },
+      handlers: { getHealth: () => ({ status: 200, body: { status: 'ok', uptimeSeconds: 12 } as never }) },
+    });
+    const { server, client } = await listen(t);
+    try {
+      const result = await runSuite({
+        client,
+        contract,
+        validator,
+        seed: 42,
+        runs: 1,
+        customerKey: (await customer(t.app)).key,
+        adminKey: (await admin(t)).key,
+        bodyLimitBytes: 65536,
+        rateLimitReason: 'not probed in this test',
+      });
+      const broken = result.exchanges.filter((e) => e.opId === 'getHealth' && e.failures.length > 0);
+      expect(broken.length).toBeGreaterThan(0);
+      expect(broken[0]!.failures.join('\n')).toMatch(/does not match the documented schema.*must NOT have additional properties "uptimeSeconds"/);
+      const printed = formatFailure(broken[0]!, 'Reproduce with: npm run test:contract -- --seed 42');
+      expect(printed).toContain('request:  GET /healthz');
+      expect(printed).toContain('Reproduce with: npm run test:contract -- --seed 42');
+      expect(formatReport(result, '').split('\n').pop()).toMatch(/^\d+ passed, [1-9]\d* failed$/);
+      // Every other operation the committed service implements is not blamed for getHealth's fault.
+      expect(result.exchanges.filter((e) => e.opId === 'getReadiness' && e.failures.length > 0)).toEqual([]);
+    } finally {
+      client.close();
+      server.close();
+    }
+  }, 120_000);
+});
