@@ -288,7 +288,7 @@ export class Run {
     };
   }
 
-  private generate(op: Operation, target?: Resource, choice = 0, dangling = false, least = false): Inputs {
+  private generate(op: Operation, target?: Resource, choice = 0, dangling = false, least = false, requiredOnly = false): Inputs {
     const deref = this.contract.deref;
     const override = this.override(choice, dangling);
     const pathParams: Record<string, unknown> = {};
@@ -300,7 +300,7 @@ export class Run {
         else pathParams[p.name] = this.source.draw(override(p.name, p.schema) ?? arbitrary(p.schema, deref, override, true));
         continue;
       }
-      if (!p.required && this.source.next() < 0.5) continue;
+      if (!p.required && (p.opaque || requiredOnly || this.source.next() < 0.5)) continue;
       const value = this.source.draw(override(p.name, p.schema) ?? arbitrary(p.schema, deref, override, p.in === 'header'));
       (p.in === 'query' ? query : headers).push([p, value]);
     }
@@ -488,11 +488,22 @@ export class Run {
   private async exerciseOther(op: Operation, auth: Record<string, string>): Promise<void> {
     let followed = false;
     let first: SentRequest | undefined;
+    const samples: Array<[string, Inputs]> = [];
     for (let i = 0; i < this.o.runs; i++) {
-      const inputs = this.generate(op, undefined, i);
+      // The first sample sends required parameters only: the plainest request must succeed.
+      samples.push(['valid', this.generate(op, undefined, i, false, false, i === 0)]);
+    }
+    // Integer query parameters at their minimum (a page of one), so a next page exists.
+    const least = op.params.filter((p) => p.in === 'query' && typeOf(flatten(p.schema, this.contract.deref)) === 'integer' && typeof flatten(p.schema, this.contract.deref).minimum === 'number');
+    if (least.length > 0) {
+      const inputs = this.generate(op, undefined, 0, false, false, true);
+      inputs.query.push(...least.map((p): [Param, unknown] => [p, flatten(p.schema, this.contract.deref).minimum]));
+      samples.push([`valid, ${least.map((p) => p.name).join(', ')} at the minimum`, inputs]);
+    }
+    for (const [label, inputs] of samples) {
       const request = this.build(op, inputs, auth);
       first ??= request;
-      const ex = await this.send(op, 'valid', { kind: 'valid' }, request);
+      const ex = await this.send(op, label, { kind: 'valid' }, request);
       const next = /<([^>]+)>\s*;\s*rel="?next"?/.exec(ex.response.headers.link ?? '')?.[1];
       if (next && !followed) {
         followed = true;

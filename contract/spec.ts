@@ -20,6 +20,8 @@ export interface Param {
   schema: Schema;
   /** Arrays in the query: `a=1&a=2` (explode) or `a=1,2`. */
   explode: boolean;
+  /** Described as opaque (a cursor): only the server's own values are valid, never generated ones. */
+  opaque: boolean;
 }
 
 export interface ResponseSpec {
@@ -130,6 +132,7 @@ export function buildContract(doc: Document): Contract {
           required: param.required === true,
           schema: (param.schema ?? {}) as Schema,
           explode,
+          opaque: /\bopaque\b/i.test(String(param.description ?? '')),
         });
       }
       let body: Operation['body'];
