@@ -5,8 +5,9 @@ import { writeTransaction, type Db } from './client';
 import { categories, inventory, orders, pets } from './schema';
 
 export type Pet = components['schemas']['Pet'];
-export type NewPet = components['schemas']['NewPet'];
 export type PetStatus = components['schemas']['PetStatus'];
+/** NewPet of the contract; `status` may be omitted (`available`), as it may in a request. */
+export type NewPet = Omit<components['schemas']['NewPet'], 'status'> & { status?: PetStatus };
 
 export interface PetFilter {
   status?: PetStatus;
