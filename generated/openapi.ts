@@ -174,12 +174,22 @@ export interface paths {
          * @description Orders `quantity` (default 1) units of a pet. The pet must exist (422
          *     `pet_not_found`), be `available` (409 `pet_not_available`) and have at
          *     least that much stock (409 `insufficient_stock`). The stock is taken
-         *     in the same transaction that records the order.
+         *     in the same transaction that records the order; when it reaches 0 the
+         *     pet becomes `pending`.
          *
          *     With an `Idempotency-Key`, a retry with the same key and body from the
          *     same account returns the first response (status and body, with
          *     `Idempotent-Replayed: true`) and places nothing new; the same key with
-         *     a different body is 409 `idempotency_key_reused`.
+         *     a different body is 409 `idempotency_key_reused`. Bodies are compared
+         *     after the default is applied: `{"petId": 1}` and
+         *     `{"petId": 1, "quantity": 1}` are the same body.
+         *
+         *     A refusal (409 `pet_not_available` or `insufficient_stock`, 422
+         *     `pet_not_found`) is a first response too: it is stored and replayed
+         *     like a 201, so a key always keeps the answer it first got, even if
+         *     stock arrives later. To try again after a refusal, send a new key.
+         *     Requests that never reach the store (400, 401, 413, 429) and failures
+         *     (5xx) are not stored; retrying them with the same key is safe.
          */
         post: operations["placeOrder"];
         delete?: never;
@@ -207,9 +217,11 @@ export interface paths {
         post?: never;
         /**
          * Cancel an open order
-         * @description Cancels an incomplete order, returns its quantity to stock and makes
-         *     the pet `available`. A completed order is 409 `order_completed`. A
-         *     customer may cancel only its own orders (others are 404).
+         * @description Cancels an incomplete order, returns its quantity to stock (stock never
+         *     goes above 1,000,000) and makes the pet `available`. The order is
+         *     removed: reading it afterwards is 404. A completed order is 409
+         *     `order_completed`. A customer may cancel only its own orders (others
+         *     are 404); an admin may cancel any.
          */
         delete: operations["cancelOrder"];
         options?: never;
@@ -218,7 +230,8 @@ export interface paths {
          * Mark an order complete
          * @description `complete` goes from false to true only. Completing sets `shipDate` to
          *     now unless one is given. Completing a complete order again changes
-         *     nothing and answers 200 with the order as stored.
+         *     nothing and answers 200 with the order as stored. When this was the
+         *     pet's last open order and its stock is 0, the pet becomes `sold`.
          */
         patch: operations["fulfilOrder"];
         trace?: never;
@@ -776,6 +789,7 @@ export interface components {
          */
         OrderConflict: {
             headers: {
+                "Idempotent-Replayed": components["headers"]["IdempotentReplayed"];
                 "X-Request-Id": components["headers"]["XRequestId"];
                 [name: string]: unknown;
             };
@@ -827,6 +841,7 @@ export interface components {
         /** @description `pet_not_found`: the `petId` names no pet. */
         PetNotFound: {
             headers: {
+                "Idempotent-Replayed": components["headers"]["IdempotentReplayed"];
                 "X-Request-Id": components["headers"]["XRequestId"];
                 [name: string]: unknown;
             };
