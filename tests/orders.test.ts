@@ -170,6 +170,14 @@ describe('orders', () => {
       expect(await stockOf(pet.id)).toEqual({ petId: pet.id, quantity: 0, status: 'sold' });
     });
 
+    it('never takes the stock past its 1,000,000 bound when returning a cancelled quantity', async () => {
+      const pet = await createPet(t.app, boss, { stock: 5 });
+      const placed = await order(ada, { petId: pet.id, quantity: 2 });
+      await request(t.app).put(`/store/inventory/${pet.id}`).set(boss.auth).send({ quantity: 1_000_000 }).expect(200);
+      expect((await cancel(placed.body.id, ada)).status).toBe(204);
+      expect((await stockOf(pet.id)).quantity).toBe(1_000_000);
+    });
+
     it("lets an admin cancel any customer's order", async () => {
       const pet = await createPet(t.app, boss, { stock: 4 });
       const placed = await order(ada, { petId: pet.id, quantity: 3 });
