@@ -604,9 +604,11 @@ export class Run {
       this.send(op, label, { kind: 'status', status }, this.build(op, inputs, headers));
     if (op.security === 'bearer') {
       const key = (this.customer.header ?? this.admin?.header ?? 'Bearer placeholder-key').replace(/^Bearer /, '');
-      const prefix = key.slice(0, key.lastIndexOf('_') + 1);
-      const alphabet = 'ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789';
-      const unknown = prefix + Array.from({ length: key.length - prefix.length }, () => alphabet[this.source.int(alphabet.length)]).join('');
+      // Same prefix and length as a real key. One draw whatever the key looks like, so the
+      // server's random keys do not shift the seeded sequence.
+      const prefix = /^[A-Za-z]+_(?:[A-Za-z]+_)?/.exec(key)?.[0] ?? '';
+      const tail = this.source.draw(fc.stringMatching(/^[A-Za-z0-9]{64}$/));
+      const unknown = prefix + tail.slice(0, Math.max(16, key.length - prefix.length));
       const forms: Array<[string, string | undefined]> = [
         ['no Authorization header', undefined],
         ['Authorization "Bearer" without a key', 'Bearer'],
