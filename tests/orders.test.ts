@@ -106,6 +106,13 @@ describe('orders', () => {
       expect(res.body.shipDate).toBe('2030-01-02T03:04:05.000Z');
     });
 
+    it('refuses a leap second, which it cannot store, with 400 validation_failed', async () => {
+      const pet = await createPet(t.app, boss, { stock: 5 });
+      const placed = await order(ada, { petId: pet.id });
+      expectError(await fulfil(placed.body.id, { complete: true, shipDate: '2030-06-30T23:59:60Z' }), 400, 'validation_failed');
+      expect((await request(t.app).get(`/store/orders/${placed.body.id}`).set(ada.auth)).body.complete).toBe(false);
+    });
+
     it('is idempotent: completing again answers 200 and changes nothing, not even the shipDate', async () => {
       const pet = await createPet(t.app, boss, { stock: 5 });
       const placed = await order(ada, { petId: pet.id });
