@@ -383,7 +383,8 @@ export class Run {
       }
       return ex.response.status;
     };
-    for (let i = 0; i < this.o.runs; i++) {
+    // At least two of each, whatever --runs says: one to change, one left as it was made.
+    for (let i = 0; i < Math.max(this.o.runs, 2); i++) {
       // A business rule may refuse one parent (no stock, not available): try the next one.
       for (let next = 0; next < (usesIds ? 3 : 1); next++) {
         const status = await attempt(this.generate(op, undefined, i + next), 'valid');
@@ -393,7 +394,7 @@ export class Run {
     // Later steps need two of each (one to complete, one left open). When business rules
     // refused the generated requests, set the parents up afresh with their own update
     // operations and ask for the least: required fields only, numbers at their minimum.
-    const wanted = Math.min(2, this.o.runs);
+    const wanted = 2;
     for (let round = 0; usesIds && made < wanted && round < 6; round++) {
       await this.refreshParents(op);
       const parents = Math.max(...this.consumes(op).map((n) => this.live(n, true).length), 1);
@@ -459,7 +460,7 @@ export class Run {
     const param = this.itemParam(op)!;
     const mutating = op.method !== 'get';
     const own = this.live(param, true);
-    const targets = (mutating ? own : await this.available(param)).slice(0, this.o.runs);
+    const targets = (mutating ? own : await this.available(param)).slice(0, Math.max(this.o.runs, 2));
     if (targets.length === 0) this.skipped.set(op.id, `no ${param} to act on: nothing made one in this run`);
     // Updates leave the last resource as it was made, so later steps meet both kinds.
     const acted = mutating && targets.length > 1 ? targets.slice(0, -1) : targets;
