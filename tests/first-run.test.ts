@@ -81,6 +81,7 @@ describe('the first run', () => {
     expect(await server.stop()).toBe(0);
   });
 
+  // Three starts of the real server: can take more than the default 30 s on a loaded machine.
   it('never seeds an existing database, even one whose catalogue was emptied', async () => {
     const databasePath = join(dir, 'existing', 'petstore.db');
     server = await startServer({ DATABASE_PATH: databasePath });
@@ -98,7 +99,7 @@ describe('the first run', () => {
     server = await startServer({ DATABASE_PATH: databasePath });
     expect(await server.stop()).toBe(0);
     expect(counts(databasePath)).toEqual({ categories: 0, pets: 0, inventory: 0 });
-  });
+  }, 90_000);
 
   it('loads nothing when SEED_DEMO_DATA=false', async () => {
     const databasePath = join(dir, 'no-seed', 'petstore.db');

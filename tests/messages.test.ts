@@ -249,5 +249,5 @@ describe('messages survive a restart', () => {
     }, 10_000);
     expect(delivered).toMatchObject({ id, message: 'survive', status: 'sent', sentAt: expect.any(String) });
     expect(await server.stop()).toBe(0);
-  });
+  }, 60_000);
 });

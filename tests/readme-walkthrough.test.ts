@@ -87,6 +87,6 @@ describe('README.md', () => {
       } finally {
         file.close();
       }
-    });
+    }, 90_000);
   });
 });
