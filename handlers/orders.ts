@@ -14,8 +14,7 @@ export const ordersHandlers: HandlerModule<'orders'> = {
       accountId: principal.accountId,
       petId: body.petId,
       quantity: body.quantity ?? 1,
-      // Node lower-cases header names; the generated type keeps the spec's spelling.
-      idempotencyKey: (headers as Record<string, string | undefined>)['idempotency-key'],
+      idempotencyKey: headers['Idempotency-Key'],
     });
     const location = { Location: `/store/orders/${order.id}` };
     return { status: 201, body: order, headers: replayed ? { ...location, 'Idempotent-Replayed': 'true' } : location };

@@ -6,7 +6,7 @@ import * as OpenApiValidator from 'express-openapi-validator';
 import type { Db } from '../db/client';
 import { createRepositories } from '../db/repositories';
 import { handlers as defaultHandlers } from '../handlers';
-import { bodyReader } from './body';
+import { bodyReader, isStorableDateTime } from './body';
 import { createDocsRouter } from './docs';
 import type { Config } from './config';
 import { deprecationHeaders } from './deprecation';
@@ -59,6 +59,7 @@ export function createApp({ db, config, spec = loadSpec(), log, handlers }: AppO
     validateResponses: config.validateResponses ? { removeAdditional: false } : false,
     validateFormats: true,
     ajvFormats: { mode: 'full' },
+    formats: { 'date-time': { type: 'string', validate: isStorableDateTime } },
     validateSecurity: { handlers: createSecurityHandlers(repos) },
     ignoreUndocumented: false,
     fileUploader: false,

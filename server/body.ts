@@ -2,6 +2,7 @@
 // parses JSON itself so that malformed, too-deep or imprecise JSON is refused before
 // the validator sees a silently rounded value.
 import express, { type RequestHandler } from 'express';
+import { fullFormats } from 'ajv-formats/dist/formats';
 import { ApiError } from './errors';
 
 const maxDepth = 32;
@@ -36,6 +37,17 @@ export function checkJsonText(text: string): string | null {
   return null;
 }
 
+const rfc3339DateTime = fullFormats['date-time'] as { validate: (value: string) => boolean };
+
+/**
+ * The `date-time` format the validator applies: RFC 3339, and a moment a JavaScript
+ * Date can hold. RFC 3339 allows a leap second (23:59:60), which Date cannot represent,
+ * so such a value is a 400 here rather than a failure further in.
+ */
+export function isStorableDateTime(value: string): boolean {
+  return rfc3339DateTime.validate(value) && !Number.isNaN(Date.parse(value));
+}
+
 /** body-parser's read errors, classified where they happen. */
 function readError(err: { type?: string; message?: string }): ApiError {
   if (err.type === 'entity.too.large') {
@@ -56,10 +68,12 @@ export function bodyReader(limitBytes: number): RequestHandler[] {
       req.body = undefined;
       return next();
     }
-    // A non-JSON body stays unparsed; the validator then refuses its content type.
+    // Every body this service takes is JSON: any other body is refused whichever
+    // operation it was sent to, including those whose body is optional.
     if (!jsonMediaType.test(req.headers['content-type'] ?? '')) {
-      req.body = undefined;
-      return next();
+      return next(
+        new ApiError('invalid_content_type', 'The request body must be sent with Content-Type: application/json', 400),
+      );
     }
     const text = raw.toString('utf8').replace(/^\uFEFF/, '');
     try {

@@ -112,7 +112,11 @@ function inputOf(req: Request): Input<OperationId> {
   return {
     params: req.params as never,
     query: req.query as never,
-    headers: req.headers as never,
+    // Header parameters are typed with the spec's spelling (`Idempotency-Key`); Node
+    // lower-cases names, so look them up without regard to case.
+    headers: new Proxy(req.headers, {
+      get: (headers, name) => (typeof name === 'string' ? headers[name.toLowerCase()] : undefined),
+    }) as never,
     body: req.body as never,
     get principal() {
       return principalOf(req);

@@ -1,6 +1,6 @@
 // Every failure leaves as the contract's Error body, whatever produced it.
 import request from 'supertest';
-import { admin, customer, expectError, setupApp, type Caller } from './helpers';
+import { admin, customer, expectError, password, setupApp, type Caller } from './helpers';
 
 describe('errors', () => {
   const t = setupApp();
@@ -112,6 +112,17 @@ describe('errors', () => {
     it('answers an unsupported Content-Encoding with invalid_content_type', async () => {
       const res = await post().set('Content-Type', 'application/json').set('Content-Encoding', 'compress').send('{"name":"x"}');
       expectError(res, 400, 'invalid_content_type');
+    });
+
+    it('refuses a non-JSON body even where the body is optional (POST /api-keys)', async () => {
+      const res = await request(t.app).post('/api-keys').auth(boss.email, password).set('Content-Type', 'text/plain').send('{"name":"x"}');
+      expectError(res, 400, 'invalid_content_type');
+    });
+
+    it('refuses a leap-second date-time, which no JavaScript Date can hold', async () => {
+      const res = await request(t.app).post('/api-keys').auth(boss.email, password).send({ expiresAt: '2030-12-31T23:59:60Z' });
+      expectError(res, 400, 'validation_failed');
+      expect(res.body.message).toContain('request/body/expiresAt');
     });
 
     it('answers an out-of-range query parameter with validation_failed', async () => {
