@@ -2,7 +2,7 @@
 // operations it marks deprecated.
 import request from 'supertest';
 import { loadSpec, type OpenApiDocument } from '../server/spec';
-import { customer, setupApp, type Caller } from './helpers';
+import { admin, customer, setupApp, type Caller } from './helpers';
 
 const deprecationHeaders = (res: request.Response) => ({
   deprecation: res.headers.deprecation,
@@ -26,10 +26,16 @@ describe('GET /pets/{petId}, deprecated in openapi.yaml', () => {
   });
 
   it('answers with Deprecation, Sunset and a Link to GET /pets?ids={petId}', async () => {
-    const res = await request(t.app).get('/pets/7').set(me.auth);
-    expect(deprecationHeaders(res)).toEqual(expected('7'));
-    const other = await request(t.app).get('/pets/123456').set(me.auth);
-    expect(deprecationHeaders(other)).toEqual(expected('123456'));
+    const boss = await admin(t);
+    const category = await request(t.app).post('/categories').set(boss.auth).send({ name: 'Dogs' });
+    const pet = await request(t.app).post('/pets').set(boss.auth).send({ name: 'Rex', categoryId: category.body.id });
+    const res = await request(t.app).get(`/pets/${pet.body.id}`).set(me.auth);
+    expect(res.status).toBe(200);
+    expect(res.body).toEqual(pet.body);
+    expect(deprecationHeaders(res)).toEqual(expected(String(pet.body.id)));
+    const missing = await request(t.app).get('/pets/123456').set(me.auth);
+    expect(missing.status).toBe(404);
+    expect(deprecationHeaders(missing)).toEqual(expected('123456'));
   });
 
   it('says so on its error responses too', async () => {
