@@ -85,9 +85,12 @@ export async function startService(env: Record<string, string>): Promise<LocalSe
   return { baseUrl, databasePath, output: () => output, stop };
 }
 
-/** Makes an admin the only way the project allows: `npm run account:create -- --admin`. */
+/**
+ * Makes an admin the only way the project allows: `npm run account:create -- --admin`.
+ * `--option=value`, so that a random password starting with "-" is not read as an option.
+ */
 export function createAdmin(databasePath: string, email: string, password: string): void {
-  const result = spawnSync('npm', ['run', '--silent', 'account:create', '--', '--email', email, '--password', password, '--admin'], {
+  const result = spawnSync('npm', ['run', '--silent', 'account:create', '--', `--email=${email}`, `--password=${password}`, '--admin'], {
     cwd: root,
     env: { ...process.env, DATABASE_PATH: databasePath, LOG_LEVEL: 'error' },
     encoding: 'utf8',
