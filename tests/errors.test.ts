@@ -1,6 +1,6 @@
 // Every failure leaves as the contract's Error body, whatever produced it.
 import request from 'supertest';
-import { admin, customer, expectError, password, setupApp, type Caller } from './helpers';
+import { admin, customer, expectError, password, postWithoutContentType, setupApp, type Caller } from './helpers';
 
 describe('errors', () => {
   const t = setupApp();
@@ -25,23 +25,10 @@ describe('errors', () => {
     });
 
     it('answers a body without Content-Type with invalid_content_type, not 415', async () => {
-      // fetch sends a byte body with no Content-Type at all, which supertest cannot.
-      const server = t.app.listen(0, '127.0.0.1');
-      await new Promise((resolve) => server.once('listening', resolve));
-      const { port } = server.address() as { port: number };
-      try {
-        const res = await fetch(`http://127.0.0.1:${port}/categories`, {
-          method: 'POST',
-          headers: boss.auth,
-          body: new TextEncoder().encode('{"name":"Dogs"}'),
-        });
-        expect({ status: res.status, body: await res.json() }).toEqual({
-          status: 400,
-          body: { code: 'invalid_content_type', message: expect.any(String), status: 400 },
-        });
-      } finally {
-        server.close();
-      }
+      expect(await postWithoutContentType(t.app, '/categories', boss.auth, '{"name":"Dogs"}')).toEqual({
+        status: 400,
+        body: { code: 'invalid_content_type', message: expect.any(String), status: 400 },
+      });
     });
 
     it('answers text/plain with invalid_content_type', async () => {

@@ -109,3 +109,24 @@ export async function createPet(
 /** The next page's path from a list response's `Link: <...>; rel="next"`; undefined on the last page. */
 export const nextPage = (res: request.Response): string | undefined =>
   /<([^>]+)>;\s*rel="next"/.exec(res.headers.link ?? '')?.[1];
+
+/**
+ * POSTs a byte body with no Content-Type header at all, over a real loopback server:
+ * fetch can send that, supertest cannot.
+ */
+export async function postWithoutContentType(
+  app: Express,
+  path: string,
+  headers: Record<string, string>,
+  body: string,
+): Promise<{ status: number; body: unknown }> {
+  const server = app.listen(0, '127.0.0.1');
+  await new Promise((resolve) => server.once('listening', resolve));
+  const { port } = server.address() as { port: number };
+  try {
+    const res = await fetch(`http://127.0.0.1:${port}${path}`, { method: 'POST', headers, body: new TextEncoder().encode(body) });
+    return { status: res.status, body: await res.json() };
+  } finally {
+    server.close();
+  }
+}

@@ -7,7 +7,7 @@ import request from 'supertest';
 import { createRepositories } from '../db/repositories';
 import { startDeliveryWorker, type DeliveryWorker } from '../server/delivery-worker';
 import { createLogger } from '../server/log';
-import { customer, expectError, password, setupApp, uniqueEmail, type Caller } from './helpers';
+import { customer, expectError, password, postWithoutContentType, setupApp, uniqueEmail, type Caller } from './helpers';
 import { eventually, startServer, type ServerProcess } from './server-process';
 
 const silent = createLogger('silent');
@@ -60,23 +60,10 @@ describe('POST /messages', () => {
     });
 
     it('no Content-Type: application/json is invalid_content_type, not 415', async () => {
-      // fetch can send a byte body with no Content-Type at all, which supertest cannot.
-      const server = t.app.listen(0, '127.0.0.1');
-      await new Promise((resolve) => server.once('listening', resolve));
-      const { port } = server.address() as { port: number };
-      try {
-        const res = await fetch(`http://127.0.0.1:${port}/messages`, {
-          method: 'POST',
-          headers: me.auth,
-          body: new TextEncoder().encode('{"message":"Hello"}'),
-        });
-        expect({ status: res.status, body: await res.json() }).toEqual({
-          status: 400,
-          body: { code: 'invalid_content_type', message: expect.any(String), status: 400 },
-        });
-      } finally {
-        server.close();
-      }
+      expect(await postWithoutContentType(t.app, '/messages', me.auth, '{"message":"Hello"}')).toEqual({
+        status: 400,
+        body: { code: 'invalid_content_type', message: expect.any(String), status: 400 },
+      });
       const asText = await request(t.app).post('/messages').set(me.auth).set('Content-Type', 'text/plain').send('{"message":"Hello"}');
       expectError(asText, 400, 'invalid_content_type');
     });

@@ -1,9 +1,9 @@
 // PRODUCT.md section 4: "Under any concurrency, N orders against stock K must give exactly
 // K successful units sold and never a negative stock." Real HTTP on 127.0.0.1: first one
 // server, then two server processes sharing one SQLite file.
-import { execFile, spawn, type ChildProcess } from 'node:child_process';
+import { execFile } from 'node:child_process';
 import { mkdtempSync, rmSync } from 'node:fs';
-import { createServer, type Server } from 'node:net';
+import type { Server } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
@@ -11,6 +11,7 @@ import { Worker } from 'node:worker_threads';
 import { createDatabase } from '../db/client';
 import { createRepositories } from '../db/repositories';
 import { admin, customer, password, setupApp, uniqueEmail } from './helpers';
+import { startServer, type ServerProcess } from './server-process';
 
 const repoRoot = join(__dirname, '..');
 const tsx = join(repoRoot, 'node_modules', '.bin', 'tsx');
@@ -118,68 +119,17 @@ describe('100 simultaneous orders against one server on 127.0.0.1', () => {
 });
 
 /** A port nothing listens on right now: the OS picks it, we release it. */
-function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const probe = createServer();
-    probe.once('error', reject);
-    probe.listen(0, '127.0.0.1', () => {
-      const address = probe.address();
-      const port = typeof address === 'object' && address ? address.port : 0;
-      probe.close(() => resolve(port));
-    });
-  });
-}
-
-function waitForExit(child: ChildProcess, ms: number): Promise<void> {
-  if (child.exitCode !== null || child.signalCode !== null) return Promise.resolve();
-  return new Promise((resolve) => {
-    const timer = setTimeout(() => {
-      child.kill('SIGKILL');
-      resolve();
-    }, ms);
-    child.once('exit', () => {
-      clearTimeout(timer);
-      resolve();
-    });
-  });
-}
-
 describe('two server processes sharing one SQLite file', () => {
   let dir = '';
   let databasePath = '';
-  const children: ChildProcess[] = [];
-  const output: string[] = [];
+  const servers: ServerProcess[] = [];
   const bases: string[] = [];
+  const logs = () => servers.map((server) => server.log()).join('');
 
   async function start(): Promise<string> {
-    const port = await freePort();
-    const child = spawn(tsx, ['server/main.ts'], {
-      cwd: repoRoot,
-      env: {
-        ...process.env,
-        PORT: String(port),
-        HOST: '127.0.0.1',
-        DATABASE_PATH: databasePath,
-        SEED_DEMO_DATA: 'false',
-        RATE_LIMIT_PER_MINUTE: '100000',
-        LOG_LEVEL: 'error',
-      },
-      stdio: ['ignore', 'pipe', 'pipe'],
-    });
-    children.push(child);
-    child.stdout?.on('data', (chunk: Buffer) => output.push(chunk.toString()));
-    child.stderr?.on('data', (chunk: Buffer) => output.push(chunk.toString()));
-    const base = `http://127.0.0.1:${port}`;
-    for (let attempt = 0; attempt < 300; attempt++) {
-      if (child.exitCode !== null) break;
-      const ready = await fetch(`${base}/readyz`).then(
-        (res) => res.status === 200,
-        () => false,
-      );
-      if (ready) return base;
-      await new Promise((resolve) => setTimeout(resolve, 100));
-    }
-    throw new Error(`the server on port ${port} did not become ready:\n${output.join('')}`);
+    const server = await startServer({ DATABASE_PATH: databasePath, SEED_DEMO_DATA: 'false', RATE_LIMIT_PER_MINUTE: '100000' });
+    servers.push(server);
+    return server.url;
   }
 
   /** What a new user does: an admin from the command line, customers through the API. */
@@ -215,8 +165,7 @@ describe('two server processes sharing one SQLite file', () => {
   }, 90_000);
 
   afterAll(async () => {
-    for (const child of children) child.kill('SIGTERM');
-    await Promise.all(children.map((child) => waitForExit(child, 15_000)));
+    await Promise.all(servers.map((server) => server.stop()));
     if (dir) rmSync(dir, { recursive: true, force: true });
   }, 30_000);
 
@@ -244,7 +193,7 @@ describe('two server processes sharing one SQLite file', () => {
       });
     }
     expect(await unitsOrdered({ ...boss, base: b }, pet.body.id)).toBe(10);
-    expect(output.join('')).not.toMatch(/SQLITE_BUSY|database is locked/i);
+    expect(logs()).not.toMatch(/SQLITE_BUSY|database is locked/i);
   }, 60_000);
 
   it('keep stock plus open orders equal to what was stocked while orders and cancels race', async () => {
