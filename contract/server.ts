@@ -47,7 +47,8 @@ export async function startService(env: Record<string, string>): Promise<LocalSe
   const port = await freePort();
   const baseUrl = `http://127.0.0.1:${port}`;
   let output = '';
-  const child: ChildProcess = spawn(join(root, 'node_modules', '.bin', 'tsx'), ['server/main.ts'], {
+  // What `npm start` runs: one node process, so SIGTERM reaches the service itself.
+  const child: ChildProcess = spawn(process.execPath, ['--import', 'tsx', 'server/main.ts'], {
     cwd: root,
     env: {
       ...process.env,
