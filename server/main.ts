@@ -1,6 +1,7 @@
 // Serves createApp() on PORT: applies migrations (and loads the demo catalogue into a
-// brand-new database), listens, runs the message delivery worker, and on SIGTERM/SIGINT stops taking connections, lets in-flight requests
-// finish, stops the worker, then closes the database.
+// brand-new database), listens, runs the message delivery worker, and on SIGTERM/SIGINT
+// stops taking connections, lets in-flight requests finish, stops the worker, then
+// closes the database.
 import { migrateDatabase, openDatabase } from '../db/client';
 import { hasAppliedMigrations, seedDemoData } from '../db/seed';
 import { createApp } from './app';
