@@ -28,7 +28,7 @@ export interface Config {
   shutdownTimeoutMs: number;
   trustProxy: boolean;
   logLevel: 'debug' | 'info' | 'error' | 'silent';
-  /** Request bodies larger than this are refused with 413 (PRODUCT.md section 7). */
+  /** Request bodies larger than this are refused with 413 (docs/decisions.md, Limits). */
   bodyLimitBytes: number;
 }
 

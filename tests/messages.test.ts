@@ -1,4 +1,4 @@
-// PRODUCT.md section 5: the quickstart operation, its 400 and 401 cases, and delivery.
+// docs/decisions.md, Messages: the quickstart operation, its 400 and 401 cases, and delivery.
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';

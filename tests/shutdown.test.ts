@@ -1,4 +1,4 @@
-// PRODUCT.md section 8: SIGTERM drains in-flight requests, then closes the database;
+// docs/decisions.md, Running it: SIGTERM drains in-flight requests, then closes the database;
 // nothing acknowledged is lost.
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
