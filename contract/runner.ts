@@ -359,7 +359,7 @@ export class Run {
     if (!auth) {
       this.skipped.set(op.id, op.role ? `needs a key with the ${op.role} role (--admin-key)` : 'no credentials for its security scheme');
     } else if (this.producerMade(op)) {
-      await this.exerciseCreate(op, this.producerMade(op)!);
+      await this.exerciseCreate(op);
     } else if (this.itemParam(op)) {
       await this.exerciseItem(op);
     } else {
@@ -368,7 +368,7 @@ export class Run {
     await this.invalidTraffic(op);
   }
 
-  private async exerciseCreate(op: Operation, producer: Producer): Promise<void> {
+  private async exerciseCreate(op: Operation): Promise<void> {
     const usesIds = this.consumes(op).length > 0;
     const auth = this.authFor(op)!;
     let made = 0;

@@ -53,7 +53,7 @@ function operationTable(spec: { paths: Record<string, Record<string, Operation>>
 async function main(): Promise<void> {
   const check = process.argv.includes('--check');
   const source = readFileSync(specPath, 'utf8');
-  const spec = parse(source);
+  const spec = parse(source) as Parameters<typeof operationTable>[0];
   const types = header + '\n' + astToString(await openapiTS(source, { exportType: false }));
   const files: Record<string, string> = {
     'openapi.ts': types,

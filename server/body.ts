@@ -61,7 +61,7 @@ function readError(err: { type?: string; message?: string }): ApiError {
 
 export function bodyReader(limitBytes: number): RequestHandler[] {
   const raw = express.raw({ type: () => true, limit: limitBytes });
-  const readRaw: RequestHandler = (req, res, next) => raw(req, res, (err?: unknown) => next(err ? readError(err as object) : undefined));
+  const readRaw: RequestHandler = (req, res, next) => raw(req, res, (err?: unknown) => next(err ? readError(err) : undefined));
   const parse: RequestHandler = (req, _res, next) => {
     const raw: unknown = req.body;
     if (!Buffer.isBuffer(raw) || raw.length === 0) {
@@ -77,7 +77,7 @@ export function bodyReader(limitBytes: number): RequestHandler[] {
     }
     const text = raw.toString('utf8').replace(/^\uFEFF/, '');
     try {
-      req.body = JSON.parse(text);
+      req.body = JSON.parse(text) as unknown;
     } catch (error) {
       const reason = error instanceof Error ? error.message : 'malformed';
       return next(new ApiError('invalid_json', `The request body is not valid JSON: ${reason}`, 400));

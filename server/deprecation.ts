@@ -29,7 +29,7 @@ export function deprecatedOperations(spec: OpenApiDocument): DeprecatedOperation
   const found: DeprecatedOperation[] = [];
   for (const [path, item] of Object.entries(spec.paths)) {
     for (const method of methods) {
-      const op = item[method] as Record<string, unknown> | undefined;
+      const op = item[method];
       if (!op || op.deprecated !== true) continue;
       const name = `${method.toUpperCase()} ${path}`;
       if (op['x-deprecated-since'] === undefined) {
@@ -52,7 +52,7 @@ export function deprecatedOperations(spec: OpenApiDocument): DeprecatedOperation
         ...(op['x-deprecated-sunset'] !== undefined && {
           sunset: parseDate(op['x-deprecated-sunset'], `${name} x-deprecated-sunset`).toUTCString(),
         }),
-        ...(successor !== undefined && { successor: successor as string }),
+        ...(successor !== undefined && { successor }),
       });
     }
   }
@@ -93,6 +93,7 @@ export function deprecationHeaders(spec: OpenApiDocument): RequestHandler {
     });
     if (!op) return next();
 
+    // eslint-disable-next-line @typescript-eslint/unbound-method -- called below with apply(this)
     const writeHead = res.writeHead;
     res.writeHead = function (this: Response, ...args: Parameters<Response['writeHead']>) {
       res.setHeader('Deprecation', op.deprecation);

@@ -64,7 +64,7 @@ function checkTagParents(spec: Record<string, unknown>): void {
   for (const tag of tags) {
     const parent = tag['x-parent'];
     if (parent !== undefined && (typeof parent !== 'string' || !names.has(parent))) {
-      throw new Error(`Tag "${String(tag.name)}" has x-parent "${String(parent)}", which is not a declared tag`);
+      throw new Error(`Tag "${String(tag.name)}" has x-parent ${JSON.stringify(parent)}, which is not a declared tag`);
     }
   }
 }

@@ -42,12 +42,14 @@ function main(): void {
       server.closeAllConnections();
     }, config.shutdownTimeoutMs);
     deadline.unref();
-    server.close(async () => {
-      // The worker writes to the database, so it stops first.
-      await worker?.stop();
-      db.$client.close();
-      log.info('Stopped');
-      process.exit(0);
+    server.close(() => {
+      void (async () => {
+        // The worker writes to the database, so it stops first.
+        await worker?.stop();
+        db.$client.close();
+        log.info('Stopped');
+        process.exit(0);
+      })();
     });
     server.closeIdleConnections();
   };

@@ -100,7 +100,7 @@ export function registerOperations(
       const expressPath = path.replace(/\{(\w+)\}/g, ':$1');
       app[method](expressPath, async (req: Request, res: Response) => {
         const result = await (handler as unknown as Handler<OperationId>)(inputOf(req), ctx);
-        send(res, result as { status: number; body?: unknown; headers?: Record<string, string> });
+        send(res, result);
       });
     }
   }
@@ -111,7 +111,7 @@ export function registerOperations(
 function inputOf(req: Request): Input<OperationId> {
   return {
     params: req.params as never,
-    query: req.query as never,
+    query: req.query,
     // Header parameters are typed with the spec's spelling (`Idempotency-Key`); Node
     // lower-cases names, so look them up without regard to case.
     headers: new Proxy(req.headers, {

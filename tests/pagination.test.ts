@@ -116,7 +116,7 @@ describe('pagination', () => {
       client.prepare = ((sql: string) => {
         if (/^select/i.test(sql) && /\blimit\b/i.test(sql)) seen.add(sql);
         return prepare(sql);
-      }) as typeof client.prepare;
+      });
       try {
         const cursor = nextPage(await request(t.app).get('/pets?limit=1').set(buyer.auth))?.split('cursor=')[1];
         for (const path of [

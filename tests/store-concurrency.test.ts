@@ -64,7 +64,7 @@ describe('100 simultaneous orders against one server on 127.0.0.1', () => {
 
   beforeAll(async () => {
     server = await new Promise<Server>((resolve) => {
-      const s = t.app.listen(0, '127.0.0.1', () => resolve(s as unknown as Server));
+      const s = t.app.listen(0, '127.0.0.1', () => resolve(s));
     });
     const address = server.address();
     base = `http://127.0.0.1:${typeof address === 'object' && address ? address.port : 0}`;
