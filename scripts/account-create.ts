@@ -4,7 +4,7 @@ import { parseArgs } from 'node:util';
 import { createDatabase } from '../db/client';
 import { createRepositories } from '../db/repositories';
 import { loadConfig } from '../server/config';
-import { registerAccount } from '../server/security';
+import { registerAccount } from '../handlers/accounts';
 
 async function main(): Promise<void> {
   const { values } = parseArgs({

@@ -2,7 +2,6 @@
 // express-openapi-validator calls for the spec's bearerAuth and basicAuth schemes.
 import { createHash, randomBytes, scrypt, timingSafeEqual } from 'node:crypto';
 import type { Request } from 'express';
-import type { Account, Role } from '../db/accounts';
 import type { Principal } from './request-context';
 import type { Repositories } from '../db/repositories';
 import { ApiError, forbidden, unauthorized } from './errors';
@@ -95,12 +94,4 @@ export function createSecurityHandlers(repos: Repositories) {
       return true;
     },
   };
-}
-
-/** Creates an account with an scrypt-hashed password; null when the email is taken. */
-export async function registerAccount(
-  repos: Repositories,
-  input: { email: string; password: string; role: Role },
-): Promise<Account | null> {
-  return repos.accounts.create({ email: input.email, passwordHash: await hashPassword(input.password), role: input.role });
 }

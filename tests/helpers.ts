@@ -5,7 +5,7 @@ import { createApp, type AppOptions } from '../server/app';
 import { loadConfig, type Config } from '../server/config';
 import { createDatabase, type Db } from '../db/client';
 import { createRepositories } from '../db/repositories';
-import { registerAccount } from '../server/security';
+import { registerAccount } from '../handlers/accounts';
 
 export function testConfig(env: Record<string, string> = {}): Config {
   return loadConfig({
