@@ -23,6 +23,18 @@ export function openDatabase(path: string): Db {
 }
 
 /**
+ * True once any migration has been applied to this file. Asked before migrating, it
+ * tells a brand-new database (seed it) from an existing one (never touch its data).
+ */
+export function hasAppliedMigrations(db: Db): boolean {
+  const sqlite = db.$client;
+  const table = sqlite.prepare("select 1 from sqlite_master where type = 'table' and name = '__drizzle_migrations'").get();
+  if (!table) return false;
+  const { n } = sqlite.prepare('select count(*) as n from __drizzle_migrations').get() as { n: number };
+  return n > 0;
+}
+
+/**
  * Applies pending migrations. drizzle-kit rebuilds a SQLite table by copying it and
  * dropping the original; with foreign keys on, that drop would cascade-delete child
  * rows. Its own `PRAGMA foreign_keys=OFF` is a no-op inside the migration transaction,

@@ -2,8 +2,8 @@
 // brand-new database), listens, runs the message delivery worker, and on SIGTERM/SIGINT
 // stops taking connections, lets in-flight requests finish, stops the worker, then
 // closes the database.
-import { migrateDatabase, openDatabase } from '../db/client';
-import { hasAppliedMigrations, seedDemoData } from '../db/seed';
+import { hasAppliedMigrations, migrateDatabase, openDatabase } from '../db/client';
+import { seedDemoData } from '../db/seed';
 import { createApp } from './app';
 import { ConfigError, loadConfig } from './config';
 import { startDeliveryWorker, type DeliveryWorker } from './delivery-worker';
