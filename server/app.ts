@@ -12,6 +12,7 @@ import type { Config } from './config';
 import { deprecationHeaders } from './deprecation';
 import { ApiError, errorMapper } from './errors';
 import { createLogger, type Logger } from './log';
+import { canonicalIntegers } from './params';
 import { registerOperations, type AppContext, type HandlerTable } from './operations';
 import { rateLimiter } from './rate-limit';
 import { requestId } from './request-id';
@@ -36,6 +37,9 @@ export function createApp({ db, config, spec = loadSpec(), log, handlers }: AppO
   const app = express();
   app.disable('x-powered-by');
   app.set('trust proxy', config.trustProxy);
+  // Exact routing: /PETS and /pets/ are not /pets (the validator reads these settings too).
+  app.set('case sensitive routing', true);
+  app.set('strict routing', true);
 
   app.use(requestId);
   // First, so that every answer of a deprecated operation says so, a 401 or 429 included.
@@ -50,6 +54,7 @@ export function createApp({ db, config, spec = loadSpec(), log, handlers }: AppO
   app.use(specRouter(spec));
   // Before the validator, which answers 404 for any path the spec does not declare.
   app.use(createDocsRouter(spec));
+  app.use(canonicalIntegers(spec));
   app.use(bodyReader(config.bodyLimitBytes));
   const validator = OpenApiValidator.middleware({
     // The validator annotates the document it is given; keep ours pristine.

@@ -68,7 +68,7 @@ function toApiError(err: unknown, req: Request): ApiError {
       });
     }
     case 413:
-      return new ApiError('payload_too_large', 'The request body is larger than 65536 bytes', 413);
+      return new ApiError('payload_too_large', 'The request body is too large', 413);
     // The contract answers a missing or non-JSON content type with 400, never 415.
     case 415:
       return new ApiError('invalid_content_type', 'The request body must be sent with Content-Type: application/json', 400);
