@@ -6,6 +6,18 @@ import { loadConfig, type Config } from '../server/config';
 import { createDatabase, type Db } from '../db/client';
 import { createRepositories } from '../db/repositories';
 import { registerAccount } from '../server/security';
+import { createLogger, type Logger } from '../server/log';
+
+/** A logger whose JSON lines the test can read back. */
+export function captureLog(level: Config['logLevel'] = 'debug'): { log: Logger; lines: () => Array<Record<string, unknown>>; text: () => string } {
+  const written: string[] = [];
+  const log = createLogger(level, { write: (line: string) => void written.push(line) });
+  return {
+    log,
+    lines: () => written.map((line) => JSON.parse(line) as Record<string, unknown>),
+    text: () => written.join(''),
+  };
+}
 
 export function testConfig(env: Record<string, string> = {}): Config {
   return loadConfig({
