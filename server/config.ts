@@ -43,27 +43,31 @@ const trustProxy = z
     return z.NEVER;
   });
 
-const schema = z
-  .object({
-    PORT: int(0, 65535).default(3000),
-    HOST: z.string().min(1).default('127.0.0.1'),
-    DATABASE_PATH: z.string().min(1).default('./data/petstore.db'),
-    RATE_LIMIT_PER_MINUTE: int(1, 1_000_000).default(600),
-    RATE_LIMIT_PER_ADDRESS_PER_MINUTE: int(1, 10_000_000).optional(),
-    LOGIN_FAILURES_PER_ACCOUNT: int(1, 1_000).default(10),
-    LOGIN_FAILURES_PER_ADDRESS: int(1, 10_000).default(30),
-    LOGIN_LOCKOUT_MINUTES: int(1, 1_440).default(15),
-    VALIDATE_RESPONSES: boolean.default(true),
-    SEED_DEMO_DATA: boolean.default(true),
-    MESSAGE_DELIVERY_DELAY_MS: int(0, 60_000).default(500),
-    SHUTDOWN_TIMEOUT_MS: int(0, 600_000).default(10_000),
-    MAX_CONNECTIONS: int(1, 1_000_000).default(1_000),
-    HEADERS_TIMEOUT_MS: int(100, 600_000).default(10_000),
-    REQUEST_TIMEOUT_MS: int(100, 600_000).default(30_000),
-    KEEP_ALIVE_TIMEOUT_MS: int(100, 600_000).default(5_000),
-    TRUST_PROXY: trustProxy.default(false),
-    LOG_LEVEL: z.enum(['trace', 'debug', 'info', 'warn', 'error', 'fatal', 'silent']).default('info'),
-  })
+const variables = z.object({
+  PORT: int(0, 65535).default(3000),
+  HOST: z.string().min(1).default('127.0.0.1'),
+  DATABASE_PATH: z.string().min(1).default('./data/petstore.db'),
+  RATE_LIMIT_PER_MINUTE: int(1, 1_000_000).default(600),
+  RATE_LIMIT_PER_ADDRESS_PER_MINUTE: int(1, 10_000_000).optional(),
+  LOGIN_FAILURES_PER_ACCOUNT: int(1, 1_000_000).default(10),
+  LOGIN_FAILURES_PER_ADDRESS: int(1, 1_000_000).default(30),
+  LOGIN_LOCKOUT_MINUTES: int(1, 1_440).default(15),
+  VALIDATE_RESPONSES: boolean.default(true),
+  SEED_DEMO_DATA: boolean.default(true),
+  MESSAGE_DELIVERY_DELAY_MS: int(0, 60_000).default(500),
+  SHUTDOWN_TIMEOUT_MS: int(0, 600_000).default(10_000),
+  MAX_CONNECTIONS: int(1, 1_000_000).default(1_000),
+  HEADERS_TIMEOUT_MS: int(100, 600_000).default(10_000),
+  REQUEST_TIMEOUT_MS: int(100, 600_000).default(30_000),
+  KEEP_ALIVE_TIMEOUT_MS: int(100, 600_000).default(5_000),
+  TRUST_PROXY: trustProxy.default(false),
+  LOG_LEVEL: z.enum(['trace', 'debug', 'info', 'warn', 'error', 'fatal', 'silent']).default('info'),
+});
+
+/** Every environment variable the service reads (the README's configuration table lists them). */
+export const configVariables = Object.keys(variables.shape);
+
+const schema = variables
   .refine((e) => e.HEADERS_TIMEOUT_MS <= e.REQUEST_TIMEOUT_MS, {
     path: ['HEADERS_TIMEOUT_MS'],
     message: 'must not be longer than REQUEST_TIMEOUT_MS',

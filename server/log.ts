@@ -50,6 +50,22 @@ const probes = new Set(['/healthz', '/readyz']);
  * rate limit, so an outsider cannot make lines faster than that limit allows.
  */
 export function accessLog(log: Logger): RequestHandler {
+  // The request id is bound by pino-http itself (as `requestId`); the rest is read when
+  // the response is finished, once the route and the account are known.
+  const line = (req: IncomingMessage, res: ServerResponse, val: { durationMs?: number; err?: unknown }) => {
+    const r = req as Request;
+    return {
+      method: r.method,
+      // The template when an operation matched; the path itself only when none did.
+      route: r.openapi?.openApiRoute,
+      ...(!r.openapi && { path: r.path }),
+      operationId: r.openapi?.schema.operationId,
+      status: res.statusCode,
+      durationMs: val.durationMs,
+      accountId: r.principal?.accountId,
+      ...(val.err !== undefined && { err: val.err }),
+    };
+  };
   const middleware = pinoHttp<IncomingMessage, ServerResponse>({
     logger: log,
     quietReqLogger: true,
@@ -58,23 +74,11 @@ export function accessLog(log: Logger): RequestHandler {
     customLogLevel: (_req, res, err) => (err || res.statusCode >= 500 ? 'error' : 'info'),
     customSuccessMessage: () => 'request',
     customErrorMessage: () => 'request',
-    customAttributeKeys: { responseTime: 'durationMs' },
-    serializers: {
-      req: () => undefined,
-      res: () => undefined,
-      err: pino.stdSerializers.err,
-    },
-    customProps: (req, res) => {
-      const r = req as Request;
-      return {
-        requestId: res.getHeader('X-Request-Id'),
-        method: r.method,
-        route: r.openapi?.openApiRoute,
-        operationId: r.openapi?.schema.operationId,
-        status: res.statusCode,
-        accountId: r.principal?.accountId,
-      };
-    },
+    customAttributeKeys: { reqId: 'requestId', responseTime: 'durationMs' },
+    // The line above says what is needed; no headers, so no secrets.
+    serializers: { req: () => undefined, res: () => undefined, err: pino.stdSerializers.err },
+    customSuccessObject: line,
+    customErrorObject: (req, res, _err, val) => line(req, res, val),
   });
   return middleware as unknown as RequestHandler;
 }

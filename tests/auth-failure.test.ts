@@ -40,7 +40,7 @@ describe('credentials per request', () => {
       const update = hash.update.bind(hash);
       hash.update = ((data: unknown, ...rest: never[]) => {
         hashed.push(data);
-        return update(data as string, ...rest);
+        return (update as (...args: unknown[]) => crypto.Hash)(data, ...rest);
       }) as typeof hash.update;
       return hash;
     });

@@ -23,6 +23,9 @@ export function testConfig(env: Record<string, string> = {}): Config {
   return loadConfig({
     LOG_LEVEL: 'silent',
     RATE_LIMIT_PER_MINUTE: '100000',
+    // Tests log in with wrong passwords on purpose; the lockout has its own tests.
+    LOGIN_FAILURES_PER_ACCOUNT: '100000',
+    LOGIN_FAILURES_PER_ADDRESS: '100000',
     SEED_DEMO_DATA: 'false',
     MESSAGE_DELIVERY_DELAY_MS: '0',
     ...env,
