@@ -863,7 +863,7 @@ export interface components {
                 "application/json": components["schemas"]["Error"];
             };
         };
-        /** @description `rate_limited`: too many requests for this key or address; wait `Retry-After` seconds. */
+        /** @description `rate_limited`: too many requests from this address or for this account, or too many failed logins; wait `Retry-After` seconds. */
         TooManyRequests: {
             headers: {
                 "Retry-After": components["headers"]["RetryAfter"];

@@ -37,6 +37,9 @@ function limiter(
     legacyHeaders: false,
     identifier: name,
     store: stores(name),
+    // Without TRUST_PROXY an X-Forwarded-For header is ignored on purpose; the library
+    // would otherwise print a warning the first time a client sends one.
+    validate: { xForwardedForHeader: false },
     ...options,
     handler: (req, res, next) => {
       const info = (req as Request & { rateLimit?: { used: number; limit: number; resetTime?: Date } }).rateLimit;
