@@ -46,6 +46,16 @@ export function setupApp(options: Partial<AppOptions> & { databasePath?: string;
   return { app, db, config };
 }
 
+/** A fresh app with an admin (`boss`) and a customer (`buyer`), made before the file's tests run. */
+export function setupWithCallers(): TestApp & { boss: Caller; buyer: Caller } {
+  const t = setupApp() as TestApp & { boss: Caller; buyer: Caller };
+  beforeAll(async () => {
+    t.boss = await admin(t);
+    t.buyer = await customer(t.app);
+  });
+  return t;
+}
+
 let counter = 0;
 export const uniqueEmail = (label = 'user') => `${label}-${process.pid}-${++counter}@example.com`;
 export const password = 'correct horse battery staple';

@@ -1,20 +1,13 @@
 // What a client sends is either taken exactly or refused: no value that is accepted may
 // later break a read, no number is silently rounded, no text silently replaced.
 import request from 'supertest';
-import { admin, createPet, customer, expectError, password, setupApp, type Caller } from './helpers';
+import { createPet, customer, expectError, password, setupWithCallers } from './helpers';
 
-const t = setupApp();
-let boss: Caller;
-let buyer: Caller;
-
-beforeAll(async () => {
-  boss = await admin(t);
-  buyer = await customer(t.app);
-});
+const t = setupWithCallers();
 
 async function placeOrder(): Promise<number> {
-  const pet = await createPet(t.app, boss, { stock: 5 });
-  const res = await request(t.app).post('/store/orders').set(buyer.auth).send({ petId: pet.id, quantity: 1 });
+  const pet = await createPet(t.app, t.boss, { stock: 5 });
+  const res = await request(t.app).post('/store/orders').set(t.buyer.auth).send({ petId: pet.id, quantity: 1 });
   expect(res.status).toBe(201);
   return res.body.id as number;
 }
@@ -22,10 +15,10 @@ async function placeOrder(): Promise<number> {
 describe('a date-time is accepted only if it can be stored and read back', () => {
   it('refuses a shipDate that is year 10000 in UTC, and completes nothing', async () => {
     const id = await placeOrder();
-    const res = await request(t.app).patch(`/store/orders/${id}`).set(boss.auth).send({ complete: true, shipDate: '9999-12-31T23:59:59-23:59' });
+    const res = await request(t.app).patch(`/store/orders/${id}`).set(t.boss.auth).send({ complete: true, shipDate: '9999-12-31T23:59:59-23:59' });
     expectError(res, 400, 'validation_failed');
     expect(res.body.message).toContain('request/body/shipDate');
-    const read = await request(t.app).get(`/store/orders/${id}`).set(boss.auth);
+    const read = await request(t.app).get(`/store/orders/${id}`).set(t.boss.auth);
     expect(read.status).toBe(200);
     expect(read.body.complete).toBe(false);
   });
@@ -52,10 +45,10 @@ describe('a date-time is accepted only if it can be stored and read back', () =>
   it('leaves every order read answering 200 whatever shipDate was accepted', async () => {
     for (const shipDate of extremes) {
       const id = await placeOrder();
-      const res = await request(t.app).patch(`/store/orders/${id}`).set(boss.auth).send({ complete: true, shipDate });
+      const res = await request(t.app).patch(`/store/orders/${id}`).set(t.boss.auth).send({ complete: true, shipDate });
       const reads = [
-        (await request(t.app).get(`/store/orders/${id}`).set(boss.auth)).status,
-        (await request(t.app).get('/store/orders?limit=100').set(boss.auth)).status,
+        (await request(t.app).get(`/store/orders/${id}`).set(t.boss.auth)).status,
+        (await request(t.app).get('/store/orders?limit=100').set(t.boss.auth)).status,
       ];
       expect({ shipDate, status: res.status === 200 || res.status === 400, reads }).toEqual({ shipDate, status: true, reads: [200, 200] });
     }
@@ -77,7 +70,7 @@ describe('numbers are exact or refused', () => {
     async (petId) => {
       const res = await request(t.app)
         .post('/store/orders')
-        .set(buyer.auth)
+        .set(t.buyer.auth)
         .set('Content-Type', 'application/json')
         .send(`{"petId":${petId}}`);
       expectError(res, 400, 'validation_failed');
@@ -86,22 +79,22 @@ describe('numbers are exact or refused', () => {
   );
 
   it('refuses quantity 999999.99999999999 instead of storing 1,000,000', async () => {
-    const pet = await createPet(t.app, boss, { stock: 1 });
+    const pet = await createPet(t.app, t.boss, { stock: 1 });
     const res = await request(t.app)
       .put(`/store/inventory/${pet.id}`)
-      .set(boss.auth)
+      .set(t.boss.auth)
       .set('Content-Type', 'application/json')
       .send('{"quantity":999999.99999999999}');
     expectError(res, 400, 'validation_failed');
-    expect((await request(t.app).get(`/store/inventory/${pet.id}`).set(boss.auth)).body.quantity).toBe(1);
+    expect((await request(t.app).get(`/store/inventory/${pet.id}`).set(t.boss.auth)).body.quantity).toBe(1);
   });
 
   it('still takes exact decimal and exponent forms of an integer', async () => {
-    const pet = await createPet(t.app, boss, { stock: 1 });
+    const pet = await createPet(t.app, t.boss, { stock: 1 });
     for (const text of ['2', '2.0', '2e0', '0.2e1', '-0']) {
       const res = await request(t.app)
         .put(`/store/inventory/${pet.id}`)
-        .set(boss.auth)
+        .set(t.boss.auth)
         .set('Content-Type', 'application/json')
         .send(`{"quantity":${text}}`);
       expect(res.status).toBe(200);
@@ -112,16 +105,16 @@ describe('numbers are exact or refused', () => {
   const lists = ['/pets', '/categories', '/store/inventory', '/store/orders', '/api-keys'];
   const cases = lists.flatMap((path) => ['Infinity', '-Infinity', '1e400', '1e1', '0x10', '+5', '5.0'].map((v) => [path, v]));
   it.each(cases)('answers %s?limit=%s with 400 validation_failed', async (path, value) => {
-    const res = await request(t.app).get(`${path}?limit=${encodeURIComponent(value as string)}`).set(boss.auth);
+    const res = await request(t.app).get(`${path}?limit=${encodeURIComponent(value as string)}`).set(t.boss.auth);
     expectError(res, 400, 'validation_failed');
   });
 
   it.each(['Infinity', '1e3', '0x10', '+1', '1.0000000000000001', '1.0', '01', '-1', '0', '%2B1', ' 1'])(
     'answers /pets/%s with 400 validation_failed: ids are canonical positive integers',
     async (id) => {
-      const pet = await createPet(t.app, boss);
+      const pet = await createPet(t.app, t.boss);
       expect(pet.id).toBeGreaterThan(0);
-      const res = await request(t.app).get(`/pets/${id}`).set(boss.auth);
+      const res = await request(t.app).get(`/pets/${id}`).set(t.boss.auth);
       expectError(res, 400, 'validation_failed');
     },
   );
@@ -133,12 +126,12 @@ describe('numbers are exact or refused', () => {
     ['delete', '/api-keys/1.0'],
     ['get', '/messages/Infinity'],
   ] as const)('answers %s %s with 400 validation_failed: every id path is checked', async (method, path) => {
-    expectError(await request(t.app)[method](path).set(boss.auth), 400, 'validation_failed');
+    expectError(await request(t.app)[method](path).set(t.boss.auth), 400, 'validation_failed');
   });
 });
 
 describe('text is what was sent, or refused', () => {
-  const post = () => request(t.app).post('/categories').set(boss.auth);
+  const post = () => request(t.app).post('/categories').set(t.boss.auth);
 
   it.each(['latin1', 'iso-8859-1', 'utf-16'])('refuses charset=%s with invalid_content_type', async (charset) => {
     const res = await post()
