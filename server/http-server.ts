@@ -80,8 +80,9 @@ export function createHttpServer(app: RequestListener, config: ServerLimits, lif
   });
 
   const inFlight = new Set<ServerResponse>();
+  // Requests that arrive while draining are told `Connection: close` by the app
+  // (server/app.ts); the ones already in flight when it starts, by drain() below.
   server.on('request', (_req, res: ServerResponse) => {
-    if (lifecycle.draining) res.setHeader('Connection', 'close');
     inFlight.add(res);
     res.once('close', () => {
       inFlight.delete(res);
