@@ -34,7 +34,7 @@ const ownAssetsDir = path.join(__dirname, 'docs-assets');
 export function createDocsRouter(spec: Record<string, unknown>): express.Router {
   checkTagParents(spec);
   const page = renderPage(titleOf(spec));
-  const router = express.Router();
+  const router = express.Router({ caseSensitive: true, strict: true });
 
   router.use('/docs', (_req, res, next) => {
     res.setHeader('Content-Security-Policy', DOCS_CONTENT_SECURITY_POLICY);

@@ -15,7 +15,7 @@ export function loadSpec(path: string = specPath): OpenApiDocument {
 
 /** /openapi.yaml and /openapi.json: the contract this instance serves, with no key needed. */
 export function specRouter(spec: OpenApiDocument): Router {
-  const router = Router();
+  const router = Router({ caseSensitive: true, strict: true });
   const json = JSON.stringify(spec, null, 2);
   const yamlText = stringify(spec);
   router.get('/openapi.json', (_req, res) => void res.type('application/json').send(json));
