@@ -42,18 +42,21 @@ export function migrateDatabase(db: Db, folder: string = migrationsFolder): void
   }
 }
 
+/**
+ * True once any migration has been applied to this file. Asked before migrating, it
+ * tells a brand-new database (seed it) from an existing one (never touch its data).
+ */
+export function hasAppliedMigrations(db: Db): boolean {
+  const sqlite = db.$client;
+  const table = sqlite.prepare("select 1 from sqlite_master where type = 'table' and name = '__drizzle_migrations'").get();
+  if (!table) return false;
+  const { n } = sqlite.prepare('select count(*) as n from __drizzle_migrations').get() as { n: number };
+  return n > 0;
+}
+
 /** A migrated database: what the service and every test file start from. */
 export function createDatabase(path: string): Db {
   const db = openDatabase(path);
   migrateDatabase(db);
   return db;
-}
-
-/**
- * Runs `work` in one IMMEDIATE transaction: the write lock is taken up front, so two
- * writers queue on busy_timeout instead of failing when a read turns into a write.
- * `work` must be synchronous (better-sqlite3 transactions cannot span an await).
- */
-export function writeTransaction<T>(db: Db, work: () => T): T {
-  return db.$client.transaction(work).immediate();
 }

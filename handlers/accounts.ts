@@ -10,12 +10,12 @@ export const accountsHandlers: HandlerModule<'accounts'> = {
     return { status: 201, body: account };
   },
 
-  createApiKey({ body, principal }, { repos }) {
+  async createApiKey({ body, principal }, { repos }) {
     if (body?.expiresAt !== undefined && Date.parse(body.expiresAt) <= Date.now()) {
       throw new ApiError('validation_failed', 'request/body/expiresAt must be in the future', 400);
     }
     const { key, ...stored } = generateApiKey();
-    const created = repos.apiKeys.create({
+    const created = await repos.apiKeys.create({
       accountId: principal.accountId,
       ...stored,
       ...(body?.name !== undefined && { name: body.name }),
@@ -24,14 +24,14 @@ export const accountsHandlers: HandlerModule<'accounts'> = {
     return { status: 201, body: { ...created, key } };
   },
 
-  listApiKeys({ query, principal, url }, { repos }) {
+  async listApiKeys({ query, principal, url }, { repos }) {
     const page = pageRequest(query);
-    const rows = repos.apiKeys.listForAccount(principal.accountId, { after: page.after, limit: page.fetch });
+    const rows = await repos.apiKeys.listForAccount(principal.accountId, { after: page.after, limit: page.fetch });
     return { status: 200, ...pageOf(rows, page, url) };
   },
 
-  revokeApiKey({ params, principal }, { repos }) {
-    if (!repos.apiKeys.revoke(principal.accountId, params.keyId)) throw notFound('API key', params.keyId);
+  async revokeApiKey({ params, principal }, { repos }) {
+    if (!(await repos.apiKeys.revoke(principal.accountId, params.keyId))) throw notFound('API key', params.keyId);
     return { status: 204 };
   },
 };

@@ -4,7 +4,9 @@
 import express, { type Express, type RequestHandler } from 'express';
 import * as OpenApiValidator from 'express-openapi-validator';
 import type { Db } from '../db/client';
-import { createRepositories } from '../db/repositories';
+import { createSqliteStorage } from '../db/sqlite-storage';
+import type { Storage } from '../domain/storage';
+import { createStore } from '../domain/store';
 import { handlers as defaultHandlers } from '../handlers';
 import { bodyReader, isStorableDateTime } from './body';
 import { createDocsRouter } from './docs';
@@ -14,12 +16,16 @@ import { ApiError, errorMapper } from './errors';
 import { createLogger, type Logger } from './log';
 import { registerOperations, type AppContext, type HandlerTable } from './operations';
 import { rateLimiter } from './rate-limit';
+import { createRateLimitStore } from './rate-limit-store';
 import { requestId } from './request-id';
 import { createSecurityHandlers } from './security';
 import { loadSpec, specRouter, type OpenApiDocument } from './spec';
 
 export interface AppOptions {
-  db: Db;
+  /** The database behind the storage port (db/open.ts). */
+  storage?: Storage;
+  /** A SQLite database, for callers that open one directly; wrapped in its storage. */
+  db?: Db;
   config: Config;
   /** The contract to serve; openapi.yaml unless a test passes a variant. */
   spec?: OpenApiDocument;
@@ -28,10 +34,12 @@ export interface AppOptions {
   handlers?: Partial<HandlerTable>;
 }
 
-export function createApp({ db, config, spec = loadSpec(), log, handlers }: AppOptions): Express {
+export function createApp({ storage: given, db, config, spec = loadSpec(), log, handlers }: AppOptions): Express {
   const logger = log ?? createLogger(config.logLevel);
-  const repos = createRepositories(db);
-  const ctx: AppContext = { db, repos, config, log: logger };
+  const storage = given ?? (db ? createSqliteStorage(db) : undefined);
+  if (!storage) throw new Error('createApp needs a storage (or a SQLite db)');
+  const repos = createStore(storage);
+  const ctx: AppContext = { storage, repos, config, log: logger };
 
   const app = express();
   app.disable('x-powered-by');
@@ -46,7 +54,7 @@ export function createApp({ db, config, spec = loadSpec(), log, handlers }: AppO
     if (req.method === 'HEAD') req.method = 'GET';
     next();
   });
-  app.use(rateLimiter(config.rateLimitPerMinute));
+  app.use(rateLimiter(config.rateLimitPerMinute, createRateLimitStore(storage)));
   app.use(specRouter(spec));
   // Before the validator, which answers 404 for any path the spec does not declare.
   app.use(createDocsRouter(spec));

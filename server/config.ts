@@ -8,6 +8,12 @@ const schema = z.object({
   PORT: z.coerce.number().int().min(0).max(65535).default(3000),
   HOST: z.string().min(1).default('127.0.0.1'),
   DATABASE_PATH: z.string().min(1).default('./data/petstore.db'),
+  // When set, PostgreSQL instead of the SQLite file (README "Deployment").
+  DATABASE_URL: z
+    .string()
+    .regex(/^postgres(ql)?:\/\//, 'must be a postgres:// or postgresql:// URL')
+    .optional(),
+  WEB_CONCURRENCY: z.coerce.number().int().min(1).max(64).default(1),
   RATE_LIMIT_PER_MINUTE: z.coerce.number().int().min(1).max(1_000_000).default(600),
   VALIDATE_RESPONSES: boolean.default(true),
   SEED_DEMO_DATA: boolean.default(true),
@@ -21,6 +27,10 @@ export interface Config {
   port: number;
   host: string;
   databasePath: string;
+  /** PostgreSQL instead of databasePath when set. */
+  databaseUrl: string | undefined;
+  /** Worker processes sharing the port (server/cluster.ts). */
+  webConcurrency: number;
   rateLimitPerMinute: number;
   validateResponses: boolean;
   seedDemoData: boolean;
@@ -45,6 +55,8 @@ export function loadConfig(env: Record<string, string | undefined> = process.env
     port: e.PORT,
     host: e.HOST,
     databasePath: e.DATABASE_PATH,
+    databaseUrl: e.DATABASE_URL,
+    webConcurrency: e.WEB_CONCURRENCY,
     rateLimitPerMinute: e.RATE_LIMIT_PER_MINUTE,
     validateResponses: e.VALIDATE_RESPONSES,
     seedDemoData: e.SEED_DEMO_DATA,

@@ -2,33 +2,30 @@
 // brand-new database), listens, runs the message delivery worker, and on SIGTERM/SIGINT
 // stops taking connections, lets in-flight requests finish, stops the worker, then
 // closes the database.
-import { migrateDatabase, openDatabase } from '../db/client';
-import { hasAppliedMigrations, seedDemoData } from '../db/seed';
+import cluster from 'node:cluster';
+import { openStorage, prepareStorage } from '../db/open';
 import { createApp } from './app';
 import { ConfigError, loadConfig } from './config';
 import { startDeliveryWorker, type DeliveryWorker } from './delivery-worker';
 import { createLogger } from './log';
+import { startPrimary } from './cluster';
 
-function main(): void {
+async function main(): Promise<void> {
   const config = loadConfig();
   const log = createLogger(config.logLevel);
-  const db = openDatabase(config.databasePath);
-  // Asked before migrating: afterwards every database looks used.
-  const brandNew = !hasAppliedMigrations(db);
-  migrateDatabase(db);
-  if (brandNew && config.seedDemoData) {
-    const seeded = seedDemoData(db);
-    log.info('New database: loaded the demo catalogue', seeded);
-  }
-  const app = createApp({ db, config, log });
+  // WEB_CONCURRENCY > 1: this process migrates, forks the workers and serves nothing itself.
+  if (config.webConcurrency > 1 && cluster.isPrimary) return startPrimary(config, log);
+  // A cluster worker finds the database migrated by its primary.
+  const storage = cluster.isWorker ? openStorage(config) : await prepareMigratedStorage(config, log);
+  const app = createApp({ storage, config, log });
 
   let worker: DeliveryWorker | undefined;
   const server = app.listen(config.port, config.host, () => {
-    worker = startDeliveryWorker({ db, config, log });
+    worker = startDeliveryWorker({ storage, config, log });
     const address = server.address();
     const port = typeof address === 'object' && address ? address.port : config.port;
     log.info(`Pet store listening on http://${config.host}:${port}; API reference at http://${config.host}:${port}/docs`, {
-      database: config.databasePath,
+      database: config.databaseUrl ? 'PostgreSQL (DATABASE_URL)' : config.databasePath,
     });
   });
 
@@ -45,7 +42,7 @@ function main(): void {
     server.close(async () => {
       // The worker writes to the database, so it stops first.
       await worker?.stop();
-      db.$client.close();
+      await storage.close();
       log.info('Stopped');
       process.exit(0);
     });
@@ -55,9 +52,13 @@ function main(): void {
   process.on('SIGINT', () => stop('SIGINT'));
 }
 
-try {
-  main();
-} catch (error) {
+async function prepareMigratedStorage(config: Parameters<typeof prepareStorage>[0], log: ReturnType<typeof createLogger>) {
+  const { storage, seeded } = await prepareStorage(config);
+  if (seeded) log.info('New database: loaded the demo catalogue', seeded);
+  return storage;
+}
+
+main().catch((error: unknown) => {
   console.error(error instanceof ConfigError ? error.message : error);
   process.exit(1);
-}
+});

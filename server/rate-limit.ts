@@ -1,12 +1,14 @@
 // Per key (per client address when there is no Bearer key), with the IETF
 // RateLimit-Policy / RateLimit headers (draft 8) on every response.
 import type { RequestHandler } from 'express';
-import { ipKeyGenerator, rateLimit } from 'express-rate-limit';
+import { ipKeyGenerator, rateLimit, type Store } from 'express-rate-limit';
 import { ApiError } from './errors';
 import { hashKey } from './security';
 
-export function rateLimiter(perMinute: number): RequestHandler {
+/** `store` holds the counters (server/rate-limit-store.ts: in the database, shared by every process). */
+export function rateLimiter(perMinute: number, store?: Store): RequestHandler {
   return rateLimit({
+    ...(store && { store }),
     windowMs: 60_000,
     limit: perMinute,
     standardHeaders: 'draft-8',

@@ -2,9 +2,8 @@
 // express-openapi-validator calls for the spec's bearerAuth and basicAuth schemes.
 import { createHash, randomBytes, scrypt, timingSafeEqual } from 'node:crypto';
 import type { Request } from 'express';
-import type { Account, Role } from '../db/accounts';
-import type { Principal } from './request-context';
-import type { Repositories } from '../db/repositories';
+import type { Store } from '../domain/store';
+import type { Account, Principal, Role } from '../domain/types';
 import { ApiError, forbidden, unauthorized } from './errors';
 
 export type { Principal };
@@ -59,14 +58,14 @@ function requireRole(req: Request, principal: Principal): void {
   if (required === 'admin' && principal.role !== 'admin') throw forbidden();
 }
 
-export function createSecurityHandlers(repos: Repositories) {
+export function createSecurityHandlers(repos: Store) {
   return {
     async bearerAuth(req: Request): Promise<boolean> {
       // Exactly `Bearer <key>`: the scheme in any case, one key, nothing after it.
       const match = /^bearer +(\S+)$/i.exec(req.headers.authorization ?? '');
       if (!match?.[1]) throw unauthorized('The Authorization header must be `Bearer <key>`');
       const keyHash = hashKey(match[1]);
-      const owner = repos.apiKeys.findOwnerByHash(keyHash);
+      const owner = await repos.apiKeys.findOwnerByHash(keyHash);
       const now = new Date();
       const valid =
         owner !== null &&
@@ -75,7 +74,7 @@ export function createSecurityHandlers(repos: Repositories) {
         (owner.expiresAt === null || Date.parse(owner.expiresAt) > now.getTime());
       if (!owner || !valid) throw unauthorized('The API key is not valid');
       if (!owner.lastUsedAt || now.getTime() - Date.parse(owner.lastUsedAt) >= touchIntervalMs) {
-        repos.apiKeys.touch(owner.keyId, now.toISOString());
+        await repos.apiKeys.touch(owner.keyId, now.toISOString());
       }
       const principal: Principal = { accountId: owner.accountId, role: owner.role };
       requireRole(req, principal);
@@ -88,7 +87,7 @@ export function createSecurityHandlers(repos: Repositories) {
       const decoded = match?.[1] ? Buffer.from(match[1], 'base64').toString('utf8') : '';
       const colon = decoded.indexOf(':');
       if (colon < 0) throw unauthorized('The Authorization header must be `Basic base64(email:password)`');
-      const account = repos.accounts.findByEmail(decoded.slice(0, colon));
+      const account = await repos.accounts.findByEmail(decoded.slice(0, colon));
       const ok = await verifyPassword(decoded.slice(colon + 1), account?.passwordHash ?? decoyHash);
       if (!account || !ok) throw unauthorized('The email or password is wrong');
       req.principal = { accountId: account.id, role: account.role };
@@ -99,7 +98,7 @@ export function createSecurityHandlers(repos: Repositories) {
 
 /** Creates an account with an scrypt-hashed password; null when the email is taken. */
 export async function registerAccount(
-  repos: Repositories,
+  repos: Store,
   input: { email: string; password: string; role: Role },
 ): Promise<Account | null> {
   return repos.accounts.create({ email: input.email, passwordHash: await hashPassword(input.password), role: input.role });

@@ -1,0 +1,27 @@
+// An express-rate-limit store over the storage port: the counters live in the database, so
+// every process and instance on it counts a client's requests once (README "Deployment").
+// One upsert per request; the window is fixed, as express-rate-limit's memory store's is.
+import type { Options, Store, ClientRateLimitInfo } from 'express-rate-limit';
+import type { Storage } from '../domain/storage';
+
+export function createRateLimitStore(storage: Storage): Store {
+  let windowMs = 60_000;
+  return {
+    // Counters are shared: express-rate-limit must not warn that it sees one store twice.
+    localKeys: false,
+    prefix: 'rl:',
+    init(options: Options) {
+      windowMs = options.windowMs;
+    },
+    async increment(key: string): Promise<ClientRateLimitInfo> {
+      const { hits, resetAt } = await storage.hitRateLimit(key, windowMs, Date.now());
+      return { totalHits: hits, resetTime: new Date(resetAt) };
+    },
+    async decrement(key: string) {
+      await storage.undoRateLimitHit(key);
+    },
+    async resetKey(key: string) {
+      await storage.resetRateLimit(key);
+    },
+  };
+}
