@@ -44,7 +44,7 @@ afterAll(async () => {
 let databases = 0;
 
 /** A fresh, migrated database on the test PostgreSQL server, as a connection URL. */
-async function createPgDatabase(adminUrl: string, name: string): Promise<string> {
+export async function createPgDatabase(adminUrl: string, name: string): Promise<string> {
   const client = new Client({ connectionString: adminUrl });
   await client.connect();
   try {
