@@ -1,6 +1,7 @@
 // Builders shared by the test files. Every app gets its own migrated database: a SQLite
 // file or :memory:, or, when TEST_DATABASE_URL names a PostgreSQL server (CI runs the
 // suite a second time under scripts/with-postgres.sh), a fresh database on it.
+import { randomBytes } from 'node:crypto';
 import { afterAll } from '@jest/globals';
 import request from 'supertest';
 import type { Express } from 'express';
@@ -41,8 +42,6 @@ afterAll(async () => {
   await Promise.all(opened.splice(0).map((s) => s.close()));
 });
 
-let databases = 0;
-
 /** A fresh, migrated database on the test PostgreSQL server, as a connection URL. */
 export async function createPgDatabase(adminUrl: string, name: string): Promise<string> {
   const client = new Client({ connectionString: adminUrl });
@@ -60,7 +59,8 @@ export async function createPgDatabase(adminUrl: string, name: string): Promise<
 /** A fresh storage: SQLite (":memory:" unless a path is given), or a new PostgreSQL database. */
 export function testStorage(databasePath?: string, given?: Db): { storage: Storage; query: TestApp['query'] } {
   if (testDatabaseUrl && databasePath === undefined && given === undefined) {
-    const name = `petstore_t${process.pid}_${++databases}`;
+    // Jest reuses worker processes across files, so the pid alone does not make a name unique.
+    const name = `petstore_t${randomBytes(6).toString('hex')}`;
     const url = createPgDatabase(testDatabaseUrl, name);
     // Created and migrated in the background; every operation waits for it.
     const ready = url.then(async (u) => {

@@ -6,6 +6,7 @@
 // The instances trust X-Forwarded-For, so each set-up call can come from its own address
 // and only the rate-limit check spends a client's 30 requests a minute.
 import { execFile } from 'node:child_process';
+import { randomBytes } from 'node:crypto';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -61,16 +62,23 @@ async function customer(bases: string[]): Promise<string> {
 }
 
 /** The scenarios every multi-process shape must pass. */
-function behavesAsOneService(shape: string, setup: () => Promise<{ bases: string[]; adminEnv: Record<string, string>; logs(): string }>) {
+function behavesAsOneService(
+  shape: string,
+  setup: () => Promise<{ bases: string[]; adminEnv: Record<string, string>; logs(): string; processes: ServerProcess[]; stoppedLines: number }>,
+) {
   describe(shape, () => {
     let bases: string[];
     let boss: string;
     let logs: () => string;
+    let processes: ServerProcess[];
+    let stoppedLines: number;
 
     beforeAll(async () => {
       const started = await setup();
       bases = started.bases;
       logs = started.logs;
+      processes = started.processes;
+      stoppedLines = started.stoppedLines;
       const email = uniqueEmail('multi-admin');
       await promisify(execFile)(tsx, ['scripts/account-create.ts', '--email', email, `--password=${password}`, '--admin'], {
         cwd: repoRoot,
@@ -149,6 +157,13 @@ function behavesAsOneService(shape: string, setup: () => Promise<{ bases: string
       expect(again.body).toEqual(first.body);
       expect((await call(bases, 'GET', `/store/inventory/${pet.body.id}`, { auth: boss })).body.quantity).toBe(3);
     }, 60_000);
+
+    it('drains and exits 0 on SIGTERM, every process', async () => {
+      const codes = await Promise.all(processes.map((p) => p.stop()));
+      expect(codes).toEqual(processes.map(() => 0));
+      // One "Stopped" per serving process, and the cluster's primary's once all its workers have.
+      expect(logs().match(/"Stopped"/g)?.length).toBe(stoppedLines);
+    }, 60_000);
   });
 }
 
@@ -163,19 +178,20 @@ const instanceEnv = {
 const servers: ServerProcess[] = [];
 const dirs: string[] = [];
 afterAll(async () => {
-  await Promise.all(servers.splice(0).map((s) => s.stop()));
+  // Already stopped by the SIGTERM test unless it failed first.
+  await Promise.all(servers.splice(0).filter((s) => s.child.exitCode === null && s.child.signalCode === null).map((s) => s.stop()));
   for (const dir of dirs) rmSync(dir, { recursive: true, force: true });
 }, 60_000);
 
 if (testDatabaseUrl) {
   const adminUrl = testDatabaseUrl;
   behavesAsOneService('three instances on one PostgreSQL', async () => {
-    const url = await createPgDatabase(adminUrl, `petstore_multi_${process.pid}`);
+    const url = await createPgDatabase(adminUrl, `petstore_multi_${randomBytes(6).toString('hex')}`);
     const env = { ...instanceEnv, DATABASE_URL: url };
     // Started together: the migrations' advisory lock lets one apply them.
     const started = await Promise.all([startServer(env, 60_000), startServer(env, 60_000), startServer(env, 60_000)]);
     servers.push(...started);
-    return { bases: started.map((s) => s.url), adminEnv: { DATABASE_URL: url }, logs: () => started.map((s) => s.log()).join('\n') };
+    return { bases: started.map((s) => s.url), adminEnv: { DATABASE_URL: url }, logs: () => started.map((s) => s.log()).join('\n'), processes: started, stoppedLines: 3 };
   });
 }
 
@@ -185,5 +201,5 @@ behavesAsOneService('WEB_CONCURRENCY=2 workers on one SQLite file', async () => 
   const databasePath = join(dir, 'petstore.db');
   const server = await startServer({ ...instanceEnv, DATABASE_PATH: databasePath, WEB_CONCURRENCY: '2' }, 60_000);
   servers.push(server);
-  return { bases: [server.url], adminEnv: { DATABASE_PATH: databasePath }, logs: () => server.log() };
+  return { bases: [server.url], adminEnv: { DATABASE_PATH: databasePath }, logs: () => server.log(), processes: [server], stoppedLines: 3 };
 });
