@@ -1,6 +1,6 @@
-import { eq } from 'drizzle-orm';
+import { eq, sql } from 'drizzle-orm';
 import type { components } from '../generated/openapi';
-import type { Db } from './client';
+import { prepared, type Db } from './client';
 import { accounts } from './schema';
 
 export type Account = components['schemas']['Account'];
@@ -18,20 +18,26 @@ const toAccount = (row: typeof accounts.$inferSelect): Account => ({
 });
 
 export function createAccountsRepository(db: Db) {
+  const p = sql.placeholder;
+  const insert = prepared(() =>
+    db
+      .insert(accounts)
+      .values({ email: p('email'), passwordHash: p('passwordHash'), role: p('role'), createdAt: p('createdAt') })
+      .onConflictDoNothing({ target: accounts.email })
+      .returning()
+      .prepare(),
+  );
+  const byEmail = prepared(() => db.select().from(accounts).where(eq(accounts.email, p('email'))).prepare());
+
   return {
     /** Null when the email is taken (ignoring case). */
     create(input: { email: string; passwordHash: string; role: Role }): Account | null {
-      const row = db
-        .insert(accounts)
-        .values({ ...input, email: input.email.toLowerCase(), createdAt: new Date().toISOString() })
-        .onConflictDoNothing({ target: accounts.email })
-        .returning()
-        .get();
+      const row = insert().get({ ...input, email: input.email.toLowerCase(), createdAt: new Date().toISOString() });
       return row ? toAccount(row) : null;
     },
 
     findByEmail(email: string): AccountWithSecret | null {
-      const row = db.select().from(accounts).where(eq(accounts.email, email.toLowerCase())).get();
+      const row = byEmail().get({ email: email.toLowerCase() });
       return row ? { ...toAccount(row), passwordHash: row.passwordHash } : null;
     },
   };

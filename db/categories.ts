@@ -1,7 +1,7 @@
-import { and, asc, eq, gt, ne } from 'drizzle-orm';
+import { and, asc, eq, gt, ne, sql } from 'drizzle-orm';
 import type { components } from '../generated/openapi';
 import { ApiError } from '../server/errors';
-import { writeTransaction, type Db } from './client';
+import { bound, prepared, writeTransaction, type Db } from './client';
 import { categories, pets } from './schema';
 
 export type Category = components['schemas']['Category'];
@@ -18,33 +18,54 @@ const nameKeyOf = (name: string) => name.toLowerCase();
 
 const nameTaken = (name: string) => new ApiError('conflict', `A category named "${name}" already exists`, 409);
 
+const p = sql.placeholder;
+
 export function createCategoriesRepository(db: Db) {
+  const pageOf = prepared(() =>
+    db.select().from(categories).where(gt(categories.id, p('after'))).orderBy(asc(categories.id)).limit(p('limit')).prepare(),
+  );
+  const byId = prepared(() => db.select().from(categories).where(eq(categories.id, p('id'))).prepare());
+  const exists = prepared(() => db.select({ id: categories.id }).from(categories).where(eq(categories.id, p('id'))).prepare());
+  const insert = prepared(() =>
+    db
+      .insert(categories)
+      .values({ name: p('name'), nameKey: p('nameKey'), description: p('description') })
+      .onConflictDoNothing({ target: categories.nameKey })
+      .returning()
+      .prepare(),
+  );
+  const otherNamed = prepared(() =>
+    db
+      .select({ id: categories.id })
+      .from(categories)
+      .where(and(eq(categories.nameKey, p('nameKey')), ne(categories.id, p('id'))))
+      .prepare(),
+  );
+  const update = prepared(() =>
+    db
+      .update(categories)
+      .set({ name: bound('name'), nameKey: bound('nameKey'), description: bound('description') })
+      .where(eq(categories.id, p('id')))
+      .returning()
+      .prepare(),
+  );
+  const usedBy = prepared(() => db.select({ id: pets.id }).from(pets).where(eq(pets.categoryId, p('id'))).limit(1).prepare());
+  const remove = prepared(() => db.delete(categories).where(eq(categories.id, p('id'))).prepare());
+
   return {
     /** One page by id, after the given id. */
     list(page: { after: number; limit: number }): Category[] {
-      return db
-        .select()
-        .from(categories)
-        .where(gt(categories.id, page.after))
-        .orderBy(asc(categories.id))
-        .limit(page.limit)
-        .all()
-        .map(toCategory);
+      return pageOf().all({ after: page.after, limit: page.limit }).map(toCategory);
     },
 
     findById(id: number): Category | null {
-      const row = db.select().from(categories).where(eq(categories.id, id)).get();
+      const row = byId().get({ id });
       return row ? toCategory(row) : null;
     },
 
     /** Throws 409 `conflict` when the name is taken, ignoring case. */
     create(input: NewCategory): Category {
-      const row = db
-        .insert(categories)
-        .values({ name: input.name, nameKey: nameKeyOf(input.name), description: input.description ?? null })
-        .onConflictDoNothing({ target: categories.nameKey })
-        .returning()
-        .get();
+      const row = insert().get({ name: input.name, nameKey: nameKeyOf(input.name), description: input.description ?? null });
       if (!row) throw nameTaken(input.name);
       return toCategory(row);
     },
@@ -55,20 +76,10 @@ export function createCategoriesRepository(db: Db) {
      */
     replace(id: number, input: NewCategory): Category | null {
       return writeTransaction(db, () => {
-        if (!db.select({ id: categories.id }).from(categories).where(eq(categories.id, id)).get()) return null;
+        if (!exists().get({ id })) return null;
         const nameKey = nameKeyOf(input.name);
-        const other = db
-          .select({ id: categories.id })
-          .from(categories)
-          .where(and(eq(categories.nameKey, nameKey), ne(categories.id, id)))
-          .get();
-        if (other) throw nameTaken(input.name);
-        const row = db
-          .update(categories)
-          .set({ name: input.name, nameKey, description: input.description ?? null })
-          .where(eq(categories.id, id))
-          .returning()
-          .get();
+        if (otherNamed().get({ nameKey, id })) throw nameTaken(input.name);
+        const row = update().get({ id, name: input.name, nameKey, description: input.description ?? null });
         return row ? toCategory(row) : null;
       });
     },
@@ -76,10 +87,10 @@ export function createCategoriesRepository(db: Db) {
     /** False when there is no such category; 409 `category_in_use` while pets use it. */
     remove(id: number): boolean {
       return writeTransaction(db, () => {
-        if (!db.select({ id: categories.id }).from(categories).where(eq(categories.id, id)).get()) return false;
-        const used = db.select({ id: pets.id }).from(pets).where(eq(pets.categoryId, id)).limit(1).get();
+        if (!exists().get({ id })) return false;
+        const used = usedBy().get({ id });
         if (used) throw new ApiError('category_in_use', `Category ${id} is used by pets (pet ${used.id} at least)`, 409);
-        db.delete(categories).where(eq(categories.id, id)).run();
+        remove().run({ id });
         return true;
       });
     },

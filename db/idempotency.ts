@@ -2,8 +2,8 @@
 // a hash of the request body. Callers use these inside their own write transaction, so
 // the record and the work it describes are committed together or not at all.
 import { createHash } from 'node:crypto';
-import { and, eq, lt } from 'drizzle-orm';
-import type { Db } from './client';
+import { and, eq, lt, sql } from 'drizzle-orm';
+import { prepared, type Db } from './client';
 import { idempotencyKeys } from './schema';
 
 /** How long a key is remembered (the contract says 24 hours). */
@@ -29,35 +29,52 @@ export function canonicalJson(value: unknown): string {
 export const requestHashOf = (body: unknown) => createHash('sha256').update(canonicalJson(body), 'utf8').digest('hex');
 
 export function createIdempotencyRepository(db: Db) {
+  const p = sql.placeholder;
+  const byKey = prepared(() =>
+    db
+      .select()
+      .from(idempotencyKeys)
+      .where(and(eq(idempotencyKeys.accountId, p('accountId')), eq(idempotencyKeys.key, p('key'))))
+      .prepare(),
+  );
+  const insert = prepared(() =>
+    db
+      .insert(idempotencyKeys)
+      .values({
+        accountId: p('accountId'),
+        key: p('key'),
+        requestHash: p('requestHash'),
+        responseStatus: p('responseStatus'),
+        responseBody: p('responseBody'),
+        createdAt: p('createdAt'),
+      })
+      .prepare(),
+  );
+  const purge = prepared(() => db.delete(idempotencyKeys).where(lt(idempotencyKeys.createdAt, p('cutoff'))).prepare());
+
   return {
     /** The live record for this account and key, or null (expired records are gone). */
     find(accountId: number, key: string): { requestHash: string; response: StoredResponse } | null {
-      const row = db
-        .select()
-        .from(idempotencyKeys)
-        .where(and(eq(idempotencyKeys.accountId, accountId), eq(idempotencyKeys.key, key)))
-        .get();
+      const row = byKey().get({ accountId, key });
       if (!row) return null;
       return { requestHash: row.requestHash, response: { status: row.responseStatus, body: JSON.parse(row.responseBody) } };
     },
 
     save(accountId: number, key: string, requestHash: string, response: StoredResponse, now: Date): void {
-      db.insert(idempotencyKeys)
-        .values({
-          accountId,
-          key,
-          requestHash,
-          responseStatus: response.status,
-          responseBody: JSON.stringify(response.body),
-          createdAt: now.toISOString(),
-        })
-        .run();
+      insert().run({
+        accountId,
+        key,
+        requestHash,
+        responseStatus: response.status,
+        responseBody: JSON.stringify(response.body),
+        createdAt: now.toISOString(),
+      });
     },
 
     /** Forgets keys older than the retention period (an index range on created_at). */
     purgeExpired(now: Date): void {
       const cutoff = new Date(now.getTime() - idempotencyRetentionMs).toISOString();
-      db.delete(idempotencyKeys).where(lt(idempotencyKeys.createdAt, cutoff)).run();
+      purge().run({ cutoff });
     },
   };
 }

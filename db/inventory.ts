@@ -1,6 +1,6 @@
-import { and, asc, eq, gt, inArray, type SQL } from 'drizzle-orm';
+import { and, asc, eq, gt, inArray, sql, type SQL } from 'drizzle-orm';
 import type { components } from '../generated/openapi';
-import { writeTransaction, type Db } from './client';
+import { bound, prepared, writeTransaction, type Db } from './client';
 import { inventory, pets } from './schema';
 import type { PetStatus } from './pets';
 
@@ -9,9 +9,38 @@ export type InventoryItem = components['schemas']['InventoryItem'];
 // InventoryItem.status is the pet's status: it is read through the pet, never copied.
 const columns = { petId: pets.id, quantity: inventory.quantity, status: pets.status };
 
+const p = sql.placeholder;
+
 export function createInventoryRepository(db: Db) {
-  const findByPetId = (petId: number): InventoryItem | null =>
-    db.select(columns).from(pets).innerJoin(inventory, eq(inventory.petId, pets.id)).where(eq(pets.id, petId)).get() ?? null;
+  const byPetId = prepared(() =>
+    db.select(columns).from(pets).innerJoin(inventory, eq(inventory.petId, pets.id)).where(eq(pets.id, p('petId'))).prepare(),
+  );
+  const findByPetId = (petId: number): InventoryItem | null => byPetId().get({ petId }) ?? null;
+  const page = (byStatus: boolean) =>
+    prepared(() => {
+      const where: SQL[] = [gt(pets.id, p('after'))];
+      if (byStatus) where.push(eq(pets.status, p('status')));
+      return db
+        .select(columns)
+        .from(pets)
+        .innerJoin(inventory, eq(inventory.petId, pets.id))
+        .where(and(...where))
+        .orderBy(asc(pets.id))
+        .limit(p('limit'))
+        .prepare();
+    });
+  const pageAll = page(false);
+  const pageByStatus = page(true);
+  const setStock = prepared(() =>
+    db.update(inventory).set({ quantity: bound('quantity') }).where(eq(inventory.petId, p('petId'))).returning().prepare(),
+  );
+  const makeAvailable = prepared(() =>
+    db
+      .update(pets)
+      .set({ status: 'available' })
+      .where(and(eq(pets.id, p('petId')), inArray(pets.status, ['pending', 'sold'])))
+      .prepare(),
+  );
 
   return {
     /**
@@ -20,16 +49,9 @@ export function createInventoryRepository(db: Db) {
      * into inventory per row.
      */
     list(filter: { status?: PetStatus }, page: { after: number; limit: number }): InventoryItem[] {
-      const where: SQL[] = [gt(pets.id, page.after)];
-      if (filter.status !== undefined) where.push(eq(pets.status, filter.status));
-      return db
-        .select(columns)
-        .from(pets)
-        .innerJoin(inventory, eq(inventory.petId, pets.id))
-        .where(and(...where))
-        .orderBy(asc(pets.id))
-        .limit(page.limit)
-        .all();
+      const { after, limit } = page;
+      if (filter.status === undefined) return pageAll().all({ after, limit });
+      return pageByStatus().all({ after, limit, status: filter.status });
     },
 
     findByPetId,
@@ -40,14 +62,9 @@ export function createInventoryRepository(db: Db) {
      */
     setQuantity(petId: number, quantity: number): InventoryItem | null {
       return writeTransaction(db, () => {
-        const updated = db.update(inventory).set({ quantity }).where(eq(inventory.petId, petId)).returning().get();
+        const updated = setStock().get({ petId, quantity });
         if (!updated) return null;
-        if (quantity > 0) {
-          db.update(pets)
-            .set({ status: 'available' })
-            .where(and(eq(pets.id, petId), inArray(pets.status, ['pending', 'sold'])))
-            .run();
-        }
+        if (quantity > 0) makeAvailable().run({ petId });
         return findByPetId(petId);
       });
     },

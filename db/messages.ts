@@ -1,7 +1,7 @@
 import { randomBytes } from 'node:crypto';
-import { and, asc, eq, inArray, lte } from 'drizzle-orm';
+import { and, asc, eq, inArray, lte, sql } from 'drizzle-orm';
 import type { components } from '../generated/openapi';
-import type { Db } from './client';
+import { bound, prepared, type Db } from './client';
 import { messages } from './schema';
 
 export type Message = components['schemas']['Message'];
@@ -17,25 +17,48 @@ const toMessage = (row: typeof messages.$inferSelect): Message => ({
 /** `msg_` and 96 random bits as 24 hex digits: the spec's MessageId pattern. */
 export const newMessageId = () => `msg_${randomBytes(12).toString('hex')}`;
 
+const p = sql.placeholder;
+
 export function createMessagesRepository(db: Db) {
+  const insert = prepared(() =>
+    db
+      .insert(messages)
+      .values({ id: p('id'), accountId: p('accountId'), message: p('message'), status: 'queued', createdAt: p('createdAt') })
+      .returning()
+      .prepare(),
+  );
+  const forAccount = prepared(() =>
+    db
+      .select()
+      .from(messages)
+      .where(and(eq(messages.id, p('id')), eq(messages.accountId, p('accountId'))))
+      .prepare(),
+  );
+  const deliver = prepared(() => {
+    const due = db
+      .select({ id: messages.id })
+      .from(messages)
+      .where(and(eq(messages.status, 'queued'), lte(messages.createdAt, p('createdBefore'))))
+      .orderBy(asc(messages.createdAt))
+      .limit(p('limit'));
+    return db
+      .update(messages)
+      .set({ status: 'sent', sentAt: bound('sentAt') })
+      .where(and(eq(messages.status, 'queued'), inArray(messages.id, due)))
+      .returning({ id: messages.id })
+      .prepare();
+  });
+
   return {
     /** Stores the message as `queued`: the row is the queue, so it outlives a restart. */
     enqueue(accountId: number, message: string): Message {
-      const row = db
-        .insert(messages)
-        .values({ id: newMessageId(), accountId, message, status: 'queued', createdAt: new Date().toISOString() })
-        .returning()
-        .get();
+      const row = insert().get({ id: newMessageId(), accountId, message, createdAt: new Date().toISOString() });
       return toMessage(row);
     },
 
     /** Null when the account has no such message (another account's included). */
     findForAccount(accountId: number, id: string): Message | null {
-      const row = db
-        .select()
-        .from(messages)
-        .where(and(eq(messages.id, id), eq(messages.accountId, accountId)))
-        .get();
+      const row = forAccount().get({ id, accountId });
       return row ? toMessage(row) : null;
     },
 
@@ -45,18 +68,8 @@ export function createMessagesRepository(db: Db) {
      * delivered once even if two workers share the file.
      */
     deliverDue(createdBefore: string, sentAt: string, limit: number): string[] {
-      const due = db
-        .select({ id: messages.id })
-        .from(messages)
-        .where(and(eq(messages.status, 'queued'), lte(messages.createdAt, createdBefore)))
-        .orderBy(asc(messages.createdAt))
-        .limit(limit);
-      return db
-        .update(messages)
-        .set({ status: 'sent', sentAt })
-        .where(and(eq(messages.status, 'queued'), inArray(messages.id, due)))
-        .returning({ id: messages.id })
-        .all()
+      return deliver()
+        .all({ createdBefore, sentAt, limit })
         .map((r) => r.id);
     },
   };

@@ -2,10 +2,10 @@
 // one IMMEDIATE transaction: it takes the write lock before reading, so what it checks
 // is still true when it writes, across connections and processes. A broken rule throws
 // the contract's ApiError, which rolls the transaction back; a missing row is null/false.
-import { and, asc, eq, gt, type SQL } from 'drizzle-orm';
+import { and, asc, eq, gt, sql, type SQL } from 'drizzle-orm';
 import type { components } from '../generated/openapi';
 import { ApiError } from '../server/errors';
-import { writeTransaction, type Db } from './client';
+import { bound, prepared, writeTransaction, type Db } from './client';
 import { createIdempotencyRepository, requestHashOf, type StoredResponse } from './idempotency';
 import { inventory, orders, pets } from './schema';
 import type { Role } from './accounts';
@@ -36,7 +36,10 @@ const toOrder = (row: typeof orders.$inferSelect): Order => ({
   ...(row.shipDate !== null && { shipDate: row.shipDate }),
 });
 
-const visibleTo = (viewer: Viewer): SQL[] => (viewer.role === 'admin' ? [] : [eq(orders.accountId, viewer.accountId)]);
+const p = sql.placeholder;
+
+// A customer's statements carry the account condition; an admin's have none.
+const visibleTo = (role: Role): SQL[] => (role === 'admin' ? [] : [eq(orders.accountId, p('accountId'))]);
 
 const toStored = (error: ApiError): StoredResponse => ({
   status: error.status,
@@ -46,49 +49,96 @@ const toStored = (error: ApiError): StoredResponse => ({
 export function createOrdersRepository(db: Db) {
   const idempotency = createIdempotencyRepository(db);
 
+  const petStatus = prepared(() => db.select({ status: pets.status }).from(pets).where(eq(pets.id, p('petId'))).prepare());
+  const setPetStatus = prepared(() => db.update(pets).set({ status: bound('status') }).where(eq(pets.id, p('petId'))).prepare());
+  const stockOf = prepared(() =>
+    db.select({ quantity: inventory.quantity }).from(inventory).where(eq(inventory.petId, p('petId'))).prepare(),
+  );
+  const setStock = prepared(() =>
+    db.update(inventory).set({ quantity: bound('quantity') }).where(eq(inventory.petId, p('petId'))).prepare(),
+  );
+  const insertOrder = prepared(() =>
+    db
+      .insert(orders)
+      .values({ accountId: p('accountId'), petId: p('petId'), quantity: p('quantity'), complete: false, createdAt: p('createdAt') })
+      .returning()
+      .prepare(),
+  );
+  const byId = prepared(() => db.select().from(orders).where(eq(orders.id, p('id'))).prepare());
+  const complete = prepared(() =>
+    db.update(orders).set({ complete: true, shipDate: bound('shipDate') }).where(eq(orders.id, p('id'))).returning().prepare(),
+  );
+  const openForPet = prepared(() =>
+    db
+      .select({ id: orders.id })
+      .from(orders)
+      .where(and(eq(orders.petId, p('petId')), eq(orders.complete, false)))
+      .limit(1)
+      .prepare(),
+  );
+  const deleteOrder = prepared(() => db.delete(orders).where(eq(orders.id, p('id'))).prepare());
+  const visibleById = {
+    admin: prepared(() => db.select().from(orders).where(eq(orders.id, p('id'))).prepare()),
+    customer: prepared(() =>
+      db
+        .select()
+        .from(orders)
+        .where(and(eq(orders.id, p('id')), ...visibleTo('customer')))
+        .prepare(),
+    ),
+  };
+  // One statement per viewer kind and `complete` filter, each with its own index.
+  const page = (role: Role, byComplete: boolean) =>
+    prepared(() => {
+      const where = [...visibleTo(role), gt(orders.id, p('after'))];
+      // A placeholder skips the column's boolean mapping: `complete` is bound as 0/1.
+      if (byComplete) where.push(eq(orders.complete, p('complete')));
+      return db
+        .select()
+        .from(orders)
+        .where(and(...where))
+        .orderBy(asc(orders.id))
+        .limit(p('limit'))
+        .prepare();
+    });
+  const pages = {
+    admin: { all: page('admin', false), byComplete: page('admin', true) },
+    customer: { all: page('customer', false), byComplete: page('customer', true) },
+  };
+
   /** Checks the pet and its stock, takes the stock and records the order. */
   function placeNow(input: NewOrder, now: Date): Order {
     const { petId, quantity } = input;
-    const pet = db.select({ status: pets.status }).from(pets).where(eq(pets.id, petId)).get();
+    const pet = petStatus().get({ petId });
     if (!pet) throw new ApiError('pet_not_found', `Pet ${petId} does not exist`, 422);
     if (pet.status !== 'available') throw new ApiError('pet_not_available', `Pet ${petId} is ${pet.status}, not available`, 409);
-    const stock = db.select({ quantity: inventory.quantity }).from(inventory).where(eq(inventory.petId, petId)).get();
+    const stock = stockOf().get({ petId });
     const inStock = stock?.quantity ?? 0;
     if (inStock < quantity) {
       throw new ApiError('insufficient_stock', `Only ${inStock} unit${inStock === 1 ? '' : 's'} of pet ${petId} in stock`, 409);
     }
-    db.update(inventory).set({ quantity: inStock - quantity }).where(eq(inventory.petId, petId)).run();
-    if (inStock === quantity) db.update(pets).set({ status: 'pending' }).where(eq(pets.id, petId)).run();
-    const row = db
-      .insert(orders)
-      .values({ accountId: input.accountId, petId, quantity, complete: false, createdAt: now.toISOString() })
-      .returning()
-      .get();
+    setStock().run({ petId, quantity: inStock - quantity });
+    if (inStock === quantity) setPetStatus().run({ petId, status: 'pending' });
+    const row = insertOrder().get({ accountId: input.accountId, petId, quantity, createdAt: now.toISOString() });
     return toOrder(row);
   }
 
   return {
     /** One page by id, after the given id, of the orders the viewer may see. */
     list(viewer: Viewer, filter: { complete?: boolean }, page: { after: number; limit: number }): Order[] {
-      const where = [...visibleTo(viewer), gt(orders.id, page.after)];
-      if (filter.complete !== undefined) where.push(eq(orders.complete, filter.complete));
-      return db
-        .select()
-        .from(orders)
-        .where(and(...where))
-        .orderBy(asc(orders.id))
-        .limit(page.limit)
-        .all()
-        .map(toOrder);
+      const { after, limit } = page;
+      const { accountId } = viewer;
+      const statements = pages[viewer.role];
+      const rows =
+        filter.complete === undefined
+          ? statements.all().all({ accountId, after, limit })
+          : statements.byComplete().all({ accountId, after, limit, complete: filter.complete ? 1 : 0 });
+      return rows.map(toOrder);
     },
 
     /** Null when there is no such order or the viewer may not see it. */
     findById(viewer: Viewer, id: number): Order | null {
-      const row = db
-        .select()
-        .from(orders)
-        .where(and(eq(orders.id, id), ...visibleTo(viewer)))
-        .get();
+      const row = visibleById[viewer.role]().get({ id, accountId: viewer.accountId });
       return row ? toOrder(row) : null;
     },
 
@@ -140,23 +190,13 @@ export function createOrdersRepository(db: Db) {
       // The validator's date-time format already refuses what a Date cannot hold (a leap second).
       const shipped = shipDate === undefined ? new Date() : new Date(shipDate);
       return writeTransaction(db, () => {
-        const row = db.select().from(orders).where(eq(orders.id, id)).get();
+        const row = byId().get({ id });
         if (!row) return null;
         if (row.complete) return toOrder(row);
-        const done = db
-          .update(orders)
-          .set({ complete: true, shipDate: shipped.toISOString() })
-          .where(eq(orders.id, id))
-          .returning()
-          .get();
-        const stillOpen = db
-          .select({ id: orders.id })
-          .from(orders)
-          .where(and(eq(orders.petId, row.petId), eq(orders.complete, false)))
-          .limit(1)
-          .get();
-        const stock = db.select({ quantity: inventory.quantity }).from(inventory).where(eq(inventory.petId, row.petId)).get();
-        if (!stillOpen && stock?.quantity === 0) db.update(pets).set({ status: 'sold' }).where(eq(pets.id, row.petId)).run();
+        const done = complete().get({ id, shipDate: shipped.toISOString() });
+        const stillOpen = openForPet().get({ petId: row.petId });
+        const stock = stockOf().get({ petId: row.petId });
+        if (!stillOpen && stock?.quantity === 0) setPetStatus().run({ petId: row.petId, status: 'sold' });
         return toOrder(done ?? row);
       });
     },
@@ -168,20 +208,16 @@ export function createOrdersRepository(db: Db) {
      */
     cancel(viewer: Viewer, id: number): boolean {
       return writeTransaction(db, () => {
-        const row = db
-          .select()
-          .from(orders)
-          .where(and(eq(orders.id, id), ...visibleTo(viewer)))
-          .get();
+        const row = visibleById[viewer.role]().get({ id, accountId: viewer.accountId });
         if (!row) return false;
         if (row.complete) throw new ApiError('order_completed', `Order ${id} is complete and cannot be cancelled`, 409);
-        db.delete(orders).where(eq(orders.id, id)).run();
-        const stock = db.select({ quantity: inventory.quantity }).from(inventory).where(eq(inventory.petId, row.petId)).get();
+        deleteOrder().run({ id });
+        const stock = stockOf().get({ petId: row.petId });
         if (stock) {
           // The contract bounds stock at 1,000,000; an admin may have set it that high meanwhile.
           const restored = Math.min(stock.quantity + row.quantity, maxStock);
-          db.update(inventory).set({ quantity: restored }).where(eq(inventory.petId, row.petId)).run();
-          db.update(pets).set({ status: 'available' }).where(eq(pets.id, row.petId)).run();
+          setStock().run({ petId: row.petId, quantity: restored });
+          setPetStatus().run({ petId: row.petId, status: 'available' });
         }
         return true;
       });

@@ -1,7 +1,7 @@
-import { and, asc, eq, gt, inArray, type SQL } from 'drizzle-orm';
+import { and, asc, eq, gt, sql, type SQL } from 'drizzle-orm';
 import type { components } from '../generated/openapi';
 import { ApiError } from '../server/errors';
-import { writeTransaction, type Db } from './client';
+import { bound, prepared, writeTransaction, type Db } from './client';
 import { categories, inventory, orders, pets } from './schema';
 
 export type Pet = components['schemas']['Pet'];
@@ -22,13 +22,60 @@ const toPet = (row: typeof pets.$inferSelect): Pet => ({
   status: row.status,
 });
 
-function requireCategory(db: Db, categoryId: number): void {
-  if (!db.select({ id: categories.id }).from(categories).where(eq(categories.id, categoryId)).get()) {
-    throw new ApiError('category_not_found', `Category ${categoryId} does not exist`, 422);
-  }
-}
+const p = sql.placeholder;
 
 export function createPetsRepository(db: Db) {
+  const categoryExists = prepared(() =>
+    db.select({ id: categories.id }).from(categories).where(eq(categories.id, p('id'))).prepare(),
+  );
+  const byId = prepared(() => db.select().from(pets).where(eq(pets.id, p('id'))).prepare());
+  const petExists = prepared(() => db.select({ id: pets.id }).from(pets).where(eq(pets.id, p('id'))).prepare());
+  const insertPet = prepared(() =>
+    db.insert(pets).values({ name: p('name'), categoryId: p('categoryId'), status: p('status') }).returning().prepare(),
+  );
+  const insertStock = prepared(() => db.insert(inventory).values({ petId: p('petId'), quantity: 0 }).prepare());
+  const updatePet = prepared(() =>
+    db
+      .update(pets)
+      .set({ name: bound('name'), categoryId: bound('categoryId'), status: bound('status') })
+      .where(eq(pets.id, p('id')))
+      .returning()
+      .prepare(),
+  );
+  const openOrder = prepared(() =>
+    db
+      .select({ id: orders.id })
+      .from(orders)
+      .where(and(eq(orders.petId, p('petId')), eq(orders.complete, false)))
+      .limit(1)
+      .prepare(),
+  );
+  const deleteStock = prepared(() => db.delete(inventory).where(eq(inventory.petId, p('id'))).prepare());
+  const deletePet = prepared(() => db.delete(pets).where(eq(pets.id, p('id'))).prepare());
+
+  // One statement per combination of filters (eight at most), each built on first use,
+  // so every combination keeps its own index. `ids` is bound as one JSON array.
+  const listStatements = new Map<string, ReturnType<typeof buildList>>();
+  function buildList(filter: PetFilter) {
+    const where: SQL[] = [gt(pets.id, p('after'))];
+    if (filter.status !== undefined) where.push(eq(pets.status, p('status')));
+    if (filter.categoryId !== undefined) where.push(eq(pets.categoryId, p('categoryId')));
+    if (filter.ids !== undefined) where.push(sql`${pets.id} in (select value from json_each(${p('ids')}))`);
+    return db
+      .select()
+      .from(pets)
+      .where(and(...where))
+      .orderBy(asc(pets.id))
+      .limit(p('limit'))
+      .prepare();
+  }
+
+  function requireCategory(categoryId: number): void {
+    if (!categoryExists().get({ id: categoryId })) {
+      throw new ApiError('category_not_found', `Category ${categoryId} does not exist`, 422);
+    }
+  }
+
   return {
     /**
      * One page by id, after the given id. Each filter is an equality on the leading
@@ -36,22 +83,22 @@ export function createPetsRepository(db: Db) {
      * primary key), so a deep page costs what the first one does.
      */
     list(filter: PetFilter, page: { after: number; limit: number }): Pet[] {
-      const where: SQL[] = [gt(pets.id, page.after)];
-      if (filter.status !== undefined) where.push(eq(pets.status, filter.status));
-      if (filter.categoryId !== undefined) where.push(eq(pets.categoryId, filter.categoryId));
-      if (filter.ids !== undefined) where.push(inArray(pets.id, filter.ids));
-      return db
-        .select()
-        .from(pets)
-        .where(and(...where))
-        .orderBy(asc(pets.id))
-        .limit(page.limit)
-        .all()
+      const shape = `${+(filter.status !== undefined)}${+(filter.categoryId !== undefined)}${+(filter.ids !== undefined)}`;
+      let statement = listStatements.get(shape);
+      if (!statement) listStatements.set(shape, (statement = buildList(filter)));
+      return statement
+        .all({
+          after: page.after,
+          limit: page.limit,
+          status: filter.status,
+          categoryId: filter.categoryId,
+          ids: filter.ids === undefined ? undefined : JSON.stringify(filter.ids),
+        })
         .map(toPet);
     },
 
     findById(id: number): Pet | null {
-      const row = db.select().from(pets).where(eq(pets.id, id)).get();
+      const row = byId().get({ id });
       return row ? toPet(row) : null;
     },
 
@@ -61,13 +108,9 @@ export function createPetsRepository(db: Db) {
      */
     create(input: NewPet): Pet {
       return writeTransaction(db, () => {
-        requireCategory(db, input.categoryId);
-        const row = db
-          .insert(pets)
-          .values({ name: input.name, categoryId: input.categoryId, status: input.status ?? 'available' })
-          .returning()
-          .get();
-        db.insert(inventory).values({ petId: row.id, quantity: 0 }).run();
+        requireCategory(input.categoryId);
+        const row = insertPet().get({ name: input.name, categoryId: input.categoryId, status: input.status ?? 'available' });
+        insertStock().run({ petId: row.id });
         return toPet(row);
       });
     },
@@ -75,14 +118,9 @@ export function createPetsRepository(db: Db) {
     /** Replaces name, category and status (omitted: `available`). Null when there is no such pet. */
     replace(id: number, input: NewPet): Pet | null {
       return writeTransaction(db, () => {
-        if (!db.select({ id: pets.id }).from(pets).where(eq(pets.id, id)).get()) return null;
-        requireCategory(db, input.categoryId);
-        const row = db
-          .update(pets)
-          .set({ name: input.name, categoryId: input.categoryId, status: input.status ?? 'available' })
-          .where(eq(pets.id, id))
-          .returning()
-          .get();
+        if (!petExists().get({ id })) return null;
+        requireCategory(input.categoryId);
+        const row = updatePet().get({ id, name: input.name, categoryId: input.categoryId, status: input.status ?? 'available' });
         return row ? toPet(row) : null;
       });
     },
@@ -94,16 +132,11 @@ export function createPetsRepository(db: Db) {
      */
     remove(id: number): boolean {
       return writeTransaction(db, () => {
-        if (!db.select({ id: pets.id }).from(pets).where(eq(pets.id, id)).get()) return false;
-        const open = db
-          .select({ id: orders.id })
-          .from(orders)
-          .where(and(eq(orders.petId, id), eq(orders.complete, false)))
-          .limit(1)
-          .get();
+        if (!petExists().get({ id })) return false;
+        const open = openOrder().get({ petId: id });
         if (open) throw new ApiError('pet_has_open_orders', `Pet ${id} has open orders (order ${open.id} at least)`, 409);
-        db.delete(inventory).where(eq(inventory.petId, id)).run();
-        db.delete(pets).where(eq(pets.id, id)).run();
+        deleteStock().run({ id });
+        deletePet().run({ id });
         return true;
       });
     },
