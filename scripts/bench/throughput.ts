@@ -33,7 +33,9 @@ const rounds = Math.max(1, Math.floor(num('BENCH_LOAD_ROUNDS', 3)));
 const memoryFirst = Math.floor(num('BENCH_MEMORY_FIRST', 100_000));
 const memoryTotal = Math.floor(num('BENCH_MEMORY_REQUESTS', 1_000_000));
 const memoryCapS = num('BENCH_MEMORY_TIMEOUT', 360);
-const readyRuns = Math.max(1, Math.floor(num('BENCH_READY_RUNS', 3)));
+const readyRuns = Math.floor(num('BENCH_READY_RUNS', 3));
+/** Comma-separated parts of target names to run (all when unset): for quick comparisons while working. */
+const only = (env.BENCH_ONLY ?? '').split(',').filter(Boolean);
 /** A pet of the demo catalogue: the GETs read it and the orders buy it. */
 const petId = 1;
 const maxStock = 1_000_000;
@@ -341,7 +343,8 @@ export async function benchThroughput(): Promise<void> {
       },
       { name: 'service GET /healthz', server: () => service, load: { path: '/healthz' } },
     ];
-    const rows: Row[] = targets.map((target) => ({ target, samples: [] }));
+    const chosen = only.length === 0 ? targets : targets.filter((t, i) => i === 0 || only.some((o) => t.name.includes(o)));
+    const rows: Row[] = chosen.map((target) => ({ target, samples: [] }));
 
     for (const row of rows) await fire(row.target.server().port, row.target.load, warmupS);
     for (let round = 0; round < rounds; round++) {
@@ -435,11 +438,11 @@ function report(rows: Row[], memory: Memory | null, ready: Ready): void {
         `${med(row, 'p50') > 0 ? (med(row, 'p99') / med(row, 'p50')).toFixed(1) : '-'} | ${median(perRound).toFixed(2)} | ${bad} |`,
     );
   }
-  const byName = (name: string) => rows.find((r) => r.target.name === name) as Row;
+  const byName = (name: string) => rows.find((r) => r.target.name === name);
   /** Median over rounds of a/b: both measured in the same round. */
   const ratio = (a: string, b: string) => {
-    const x = byName(a).samples;
-    const y = byName(b).samples;
+    const x = byName(a)?.samples ?? [];
+    const y = byName(b)?.samples ?? [];
     return median(x.map((s, i) => s.rps / (y[i]?.rps ?? NaN)));
   };
   const lines: Array<[string, number, string, boolean]> = [];
@@ -457,8 +460,10 @@ function report(rows: Row[], memory: Memory | null, ready: Ready): void {
   for (const row of rows.filter((r) => r.target.name.startsWith('service'))) {
     atMost(`${row.target.name} p99 / p50`, median(row.samples.map((s) => s.p99 / s.p50)), 4);
   }
-  atMost('ready after npm start, existing database (ms)', median(ready.npm), 1000);
-  lines.push(['ready, same node command without npm (ms)', median(ready.direct), '', true]);
+  if (ready.npm.length > 0) {
+    atMost('ready after npm start, existing database (ms)', median(ready.npm), 1000);
+    lines.push(['ready, same node command without npm (ms)', median(ready.direct), '', true]);
+  }
   if (memory) {
     atMost(
       `RSS after ${(memory.done / 1e6).toFixed(2)}M / after ${(memoryFirst / 1e3).toFixed(0)}k requests (${memory.afterTotal.toFixed(0)} / ${memory.afterFirst.toFixed(0)} MiB)`,
@@ -468,12 +473,12 @@ function report(rows: Row[], memory: Memory | null, ready: Ready): void {
   }
   console.log('\n| ratio (median of rounds) | value | target | |');
   console.log('|---|---|---|---|');
-  for (const [label, value, target, met] of lines) {
+  for (const [label, value, target, met] of lines.filter(([, v]) => Number.isFinite(v))) {
     const shown = Math.abs(value) >= 10 ? value.toFixed(0) : value.toFixed(2);
     console.log(`| ${label} | ${shown} | ${target} | ${target ? (met ? 'met' : 'NOT met') : ''} |`);
   }
   if (memory && memory.done < memoryTotal) {
     console.log(`(memory check stopped at its ${memoryCapS} s cap after ${memory.done} of ${memoryTotal} requests)`);
   }
-  console.log(`ready runs (ms): npm start ${ready.npm.map((x) => x.toFixed(0)).join(', ')}; node ${ready.direct.map((x) => x.toFixed(0)).join(', ')}`);
+  if (ready.npm.length > 0) console.log(`ready runs (ms): npm start ${ready.npm.map((x) => x.toFixed(0)).join(', ')}; node ${ready.direct.map((x) => x.toFixed(0)).join(', ')}`);
 }
