@@ -15,6 +15,7 @@ import { createLogger, type Logger } from './log';
 import { registerOperations, type AppContext, type HandlerTable } from './operations';
 import { rateLimiter } from './rate-limit';
 import { requestId } from './request-id';
+import { cacheValidatorRouteMatchers } from './route-matchers';
 import { createSecurityHandlers } from './security';
 import { loadSpec, specRouter, type OpenApiDocument } from './spec';
 
@@ -51,6 +52,7 @@ export function createApp({ db, config, spec = loadSpec(), log, handlers }: AppO
   // Before the validator, which answers 404 for any path the spec does not declare.
   app.use(createDocsRouter(spec));
   app.use(bodyReader(config.bodyLimitBytes));
+  cacheValidatorRouteMatchers();
   const validator = OpenApiValidator.middleware({
     // The validator annotates the document it is given; keep ours pristine.
     apiSpec: structuredClone(spec) as never,
