@@ -3,6 +3,7 @@
 import { mkdirSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import Database from 'better-sqlite3';
+import { sql } from 'drizzle-orm';
 import { drizzle, type BetterSQLite3Database } from 'drizzle-orm/better-sqlite3';
 import { migrate } from 'drizzle-orm/better-sqlite3/migrator';
 import * as schema from './schema';
@@ -60,3 +61,16 @@ export function createDatabase(path: string): Db {
   migrateDatabase(db);
   return db;
 }
+
+/**
+ * A statement built on first use and reused for the life of its repository: drizzle
+ * renders the SQL and better-sqlite3 prepares it once, not on every request. Built
+ * lazily so a repository can be created before the migrations that make its tables.
+ */
+export function prepared<T>(build: () => T): () => T {
+  let statement: T | undefined;
+  return () => (statement ??= build());
+}
+
+/** A named parameter of a prepared statement, as `update().set()` accepts it (its types take SQL, not a bare placeholder). */
+export const bound = (name: string) => sql`${sql.placeholder(name)}`;

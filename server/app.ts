@@ -18,6 +18,7 @@ import { registerOperations, type AppContext, type HandlerTable } from './operat
 import { rateLimiter } from './rate-limit';
 import { createRateLimitStore } from './rate-limit-store';
 import { requestId } from './request-id';
+import { cacheValidatorRouteMatchers } from './route-matchers';
 import { createSecurityHandlers } from './security';
 import { loadSpec, specRouter, type OpenApiDocument } from './spec';
 
@@ -59,6 +60,7 @@ export function createApp({ storage: given, db, config, spec = loadSpec(), log, 
   // Before the validator, which answers 404 for any path the spec does not declare.
   app.use(createDocsRouter(spec));
   app.use(bodyReader(config.bodyLimitBytes));
+  cacheValidatorRouteMatchers();
   const validator = OpenApiValidator.middleware({
     // The validator annotates the document it is given; keep ours pristine.
     apiSpec: structuredClone(spec) as never,

@@ -3,7 +3,7 @@
 import type { RequestHandler } from 'express';
 import { ipKeyGenerator, rateLimit, type Store } from 'express-rate-limit';
 import { ApiError } from './errors';
-import { hashKey } from './security';
+import { bearerKeyHash } from './security';
 
 /** `store` holds the counters (server/rate-limit-store.ts: in the database, shared by every process). */
 export function rateLimiter(perMinute: number, store?: Store): RequestHandler {
@@ -16,8 +16,8 @@ export function rateLimiter(perMinute: number, store?: Store): RequestHandler {
     // Probes must keep answering while a client is being limited.
     skip: (req) => req.path === '/healthz' || req.path === '/readyz',
     keyGenerator: (req) => {
-      const bearer = /^bearer +(\S+)$/i.exec(req.headers.authorization ?? '')?.[1];
-      return bearer ? `key:${hashKey(bearer)}` : `ip:${ipKeyGenerator(req.ip ?? 'unknown')}`;
+      const keyHash = bearerKeyHash(req);
+      return keyHash ? `key:${keyHash}` : `ip:${ipKeyGenerator(req.ip ?? 'unknown')}`;
     },
     handler: (_req, res, next) => {
       const retryAfter = res.getHeader('Retry-After') ?? '60';

@@ -40,6 +40,23 @@ export async function verifyPassword(password: string, stored: string): Promise<
 
 export const hashKey = (key: string) => createHash('sha256').update(key, 'utf8').digest('hex');
 
+const bearers = new WeakMap<Request, string | null>();
+
+/**
+ * The SHA-256 of the request's `Bearer <key>` (exactly that: the scheme in any case, one
+ * key, nothing after it), or null. Parsed and hashed once per request: the rate limiter
+ * and the security handler both ask.
+ */
+export function bearerKeyHash(req: Request): string | null {
+  let keyHash = bearers.get(req);
+  if (keyHash === undefined) {
+    const key = /^bearer +(\S+)$/i.exec(req.headers.authorization ?? '')?.[1];
+    keyHash = key ? hashKey(key) : null;
+    bearers.set(req, keyHash);
+  }
+  return keyHash;
+}
+
 /** 256 random bits behind a recognisable prefix. */
 export function generateApiKey(): { key: string; keyHash: string; prefix: string; lastFour: string } {
   const key = keyPrefix + randomBytes(32).toString('base64url');
@@ -61,10 +78,8 @@ function requireRole(req: Request, principal: Principal): void {
 export function createSecurityHandlers(repos: Store) {
   return {
     async bearerAuth(req: Request): Promise<boolean> {
-      // Exactly `Bearer <key>`: the scheme in any case, one key, nothing after it.
-      const match = /^bearer +(\S+)$/i.exec(req.headers.authorization ?? '');
-      if (!match?.[1]) throw unauthorized('The Authorization header must be `Bearer <key>`');
-      const keyHash = hashKey(match[1]);
+      const keyHash = bearerKeyHash(req);
+      if (!keyHash) throw unauthorized('The Authorization header must be `Bearer <key>`');
       const owner = await repos.apiKeys.findOwnerByHash(keyHash);
       const now = new Date();
       const valid =

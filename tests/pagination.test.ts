@@ -3,7 +3,8 @@
 // scan, as cheap deep in the list as at its start.
 import request from 'supertest';
 import { createDatabase } from '../db/client';
-import { admin, customer, nextPage, setupApp, type Caller } from './helpers';
+import { createApp } from '../server/app';
+import { admin, customer, nextPage, setupApp, testConfig, type Caller } from './helpers';
 
 type Row = { id?: number; petId?: number };
 const keyOf = (row: Row) => (row.id ?? row.petId) as number;
@@ -128,8 +129,11 @@ describe('pagination', () => {
         if (/^select/i.test(sql) && /\blimit\b/i.test(sql)) seen.add(sql);
         return prepare(sql);
       }) as typeof client.prepare;
+      // Statements are prepared once per app, on first use: a fresh app over the same
+      // database prepares each of them again, where the hook sees it.
+      const app = createApp({ db, config: testConfig() });
       try {
-        const cursor = nextPage(await request(t.app).get('/pets?limit=1').set(buyer.auth))?.split('cursor=')[1];
+        const cursor = nextPage(await request(app).get('/pets?limit=1').set(buyer.auth))?.split('cursor=')[1];
         for (const path of [
           '/pets',
           '/pets?status=sold',
@@ -141,10 +145,10 @@ describe('pagination', () => {
           '/store/inventory?status=pending',
         ]) {
           const sep = path.includes('?') ? '&' : '?';
-          expect((await request(t.app).get(`${path}${sep}cursor=${cursor}`).set(buyer.auth)).status).toBe(200);
+          expect((await request(app).get(`${path}${sep}cursor=${cursor}`).set(buyer.auth)).status).toBe(200);
         }
         for (const path of ['/store/orders', '/store/orders?complete=true']) {
-          for (const who of [buyer, boss]) expect((await request(t.app).get(path).set(who.auth)).status).toBe(200);
+          for (const who of [buyer, boss]) expect((await request(app).get(path).set(who.auth)).status).toBe(200);
         }
       } finally {
         client.prepare = prepare;
@@ -155,7 +159,9 @@ describe('pagination', () => {
         // The plan does not depend on the values; every parameter gets a 1.
         const values = Array.from({ length: sql.split('?').length - 1 }, () => 1);
         const plan = (client.prepare(`EXPLAIN QUERY PLAN ${sql}`).all(...values) as Array<{ detail: string }>).map((r) => r.detail);
-        const problems = plan.filter((d) => /^SCAN\b|TEMP B-TREE/.test(d));
+        // `ids` is bound as one JSON array: walking that list (at most 100 ids, each then a
+        // primary-key search) is no table scan.
+        const problems = plan.filter((d) => /^SCAN\b(?! json_each VIRTUAL TABLE)|TEMP B-TREE/.test(d));
         expect({ sql, plan, problems }).toEqual({ sql, plan, problems: [] });
       }
     });
