@@ -10,7 +10,7 @@ import { and, asc, eq, gt, inArray, isNull, lte, sql, type SQL } from 'drizzle-o
 import type { Database as SqliteDatabase } from 'better-sqlite3';
 import type { Queries, Storage, StoredIdempotency } from '../domain/storage';
 import type { ApiKey, Category, Message, Order, Pet, Principal } from '../domain/types';
-import type { Db } from './client';
+import { bound, prepared, type Db } from './client';
 import { accounts, apiKeys, categories, idempotencyKeys, inventory, messages, orders, pets, rateLimits } from './schema';
 
 const toCategory = (row: typeof categories.$inferSelect): Category => ({
@@ -53,8 +53,6 @@ const toAccount = (row: typeof accounts.$inferSelect) => ({ id: row.id, email: r
 const isUniqueViolation = (error: unknown) =>
   typeof error === 'object' && error !== null && (error as { code?: string }).code === 'SQLITE_CONSTRAINT_UNIQUE';
 
-const visibleTo = (viewer: Principal): SQL[] => (viewer.role === 'admin' ? [] : [eq(orders.accountId, viewer.accountId)]);
-
 const inventoryColumns = { petId: pets.id, quantity: inventory.quantity, status: pets.status };
 
 /** A FIFO async mutex: `held` tells callers whether they must queue. */
@@ -77,86 +75,265 @@ class Mutex {
   }
 }
 
+/** One statement per combination of the optional filters (a key such as "101"), built on first use. */
+function byShape<S>(build: (has: boolean[]) => S): (...has: boolean[]) => S {
+  const statements = new Map<string, S>();
+  return (...has) => {
+    const shape = has.map(Number).join('');
+    let statement = statements.get(shape);
+    if (!statement) statements.set(shape, (statement = build(has)));
+    return statement;
+  };
+}
+
+// Every statement is a drizzle `.prepare()` with placeholders, built on first use (a
+// storage may be created before the migrations that make its tables) and reused for the
+// life of the storage: nothing is rendered or prepared per request.
 function createQueries(db: Db): Queries {
   const p = sql.placeholder;
-  const findPet = db.select().from(pets).where(eq(pets.id, p('id'))).prepare();
-  const findCategory = db.select().from(categories).where(eq(categories.id, p('id'))).prepare();
-  const findInventory = db.select(inventoryColumns).from(pets).innerJoin(inventory, eq(inventory.petId, pets.id)).where(eq(pets.id, p('id'))).prepare();
-  const findKeyOwner = db
-    .select({
-      keyId: apiKeys.id,
-      accountId: apiKeys.accountId,
-      role: accounts.role,
-      expiresAt: apiKeys.expiresAt,
-      revokedAt: apiKeys.revokedAt,
-      lastUsedAt: apiKeys.lastUsedAt,
-      keyHash: apiKeys.keyHash,
-    })
-    .from(apiKeys)
-    .innerJoin(accounts, eq(accounts.id, apiKeys.accountId))
-    .where(eq(apiKeys.keyHash, p('hash')))
-    .prepare();
-  const setStock = db.update(inventory).set({ quantity: sql`${p('quantity')}` }).where(eq(inventory.petId, p('petId'))).prepare();
-  const setPetStatus = db.update(pets).set({ status: sql`${p('status')}` }).where(eq(pets.id, p('id'))).prepare();
-  const openOrderOfPet = db
-    .select({ id: orders.id })
-    .from(orders)
-    .where(and(eq(orders.petId, p('petId')), eq(orders.complete, false)))
-    .limit(1)
-    .prepare();
-  const insertOrder = db
-    .insert(orders)
-    .values({ accountId: p('accountId'), petId: p('petId'), quantity: p('quantity'), complete: false, createdAt: p('createdAt') })
-    .returning()
-    .prepare();
-  const findMessage = db.select().from(messages).where(and(eq(messages.id, p('id')), eq(messages.accountId, p('accountId')))).prepare();
+
+  const insertAccount = prepared(() =>
+    db
+      .insert(accounts)
+      .values({ email: p('email'), passwordHash: p('passwordHash'), role: p('role'), createdAt: p('createdAt') })
+      .onConflictDoNothing({ target: accounts.email })
+      .returning()
+      .prepare(),
+  );
+  const accountByEmail = prepared(() => db.select().from(accounts).where(eq(accounts.email, p('email'))).prepare());
+
+  const insertApiKey = prepared(() =>
+    db
+      .insert(apiKeys)
+      .values({
+        accountId: p('accountId'),
+        name: p('name'),
+        keyHash: p('keyHash'),
+        prefix: p('prefix'),
+        lastFour: p('lastFour'),
+        expiresAt: p('expiresAt'),
+        createdAt: p('createdAt'),
+      })
+      .returning()
+      .prepare(),
+  );
+  const keyOwner = prepared(() =>
+    db
+      .select({
+        keyId: apiKeys.id,
+        accountId: apiKeys.accountId,
+        role: accounts.role,
+        expiresAt: apiKeys.expiresAt,
+        revokedAt: apiKeys.revokedAt,
+        lastUsedAt: apiKeys.lastUsedAt,
+        keyHash: apiKeys.keyHash,
+      })
+      .from(apiKeys)
+      .innerJoin(accounts, eq(accounts.id, apiKeys.accountId))
+      .where(eq(apiKeys.keyHash, p('hash')))
+      .prepare(),
+  );
+  const apiKeyPage = prepared(() =>
+    db
+      .select()
+      .from(apiKeys)
+      .where(and(eq(apiKeys.accountId, p('accountId')), gt(apiKeys.id, p('after'))))
+      .orderBy(asc(apiKeys.id))
+      .limit(p('limit'))
+      .prepare(),
+  );
+  const ownedKey = prepared(() =>
+    db.select({ id: apiKeys.id }).from(apiKeys).where(and(eq(apiKeys.id, p('id')), eq(apiKeys.accountId, p('accountId')))).prepare(),
+  );
+  const revokeKey = prepared(() =>
+    db.update(apiKeys).set({ revokedAt: bound('at') }).where(and(eq(apiKeys.id, p('id')), isNull(apiKeys.revokedAt))).prepare(),
+  );
+  const touchKey = prepared(() => db.update(apiKeys).set({ lastUsedAt: bound('at') }).where(eq(apiKeys.id, p('id'))).prepare());
+
+  const categoryPage = prepared(() =>
+    db.select().from(categories).where(gt(categories.id, p('after'))).orderBy(asc(categories.id)).limit(p('limit')).prepare(),
+  );
+  const categoryById = prepared(() => db.select().from(categories).where(eq(categories.id, p('id'))).prepare());
+  const insertCategory = prepared(() =>
+    db
+      .insert(categories)
+      .values({ name: p('name'), nameKey: p('nameKey'), description: p('description') })
+      .onConflictDoNothing({ target: categories.nameKey })
+      .returning()
+      .prepare(),
+  );
+  const updateCategory = prepared(() =>
+    db
+      .update(categories)
+      .set({ name: bound('name'), nameKey: bound('nameKey'), description: bound('description') })
+      .where(eq(categories.id, p('id')))
+      .returning()
+      .prepare(),
+  );
+  const deleteCategory = prepared(() => db.delete(categories).where(eq(categories.id, p('id'))).prepare());
+  const petOfCategory = prepared(() => db.select({ id: pets.id }).from(pets).where(eq(pets.categoryId, p('id'))).limit(1).prepare());
+
+  // Each filter is an equality on the leading column of an index that ends in id
+  // (pets_status_idx, pets_category_idx, the primary key); `ids` is bound as one JSON
+  // array, so any list length shares one statement.
+  const petPage = byShape(([status, category, ids]) => {
+    const where: SQL[] = [gt(pets.id, p('after'))];
+    if (status) where.push(eq(pets.status, p('status')));
+    if (category) where.push(eq(pets.categoryId, p('categoryId')));
+    if (ids) where.push(sql`${pets.id} in (select value from json_each(${p('ids')}))`);
+    return db.select().from(pets).where(and(...where)).orderBy(asc(pets.id)).limit(p('limit')).prepare();
+  });
+  const petById = prepared(() => db.select().from(pets).where(eq(pets.id, p('id'))).prepare());
+  const insertPet = prepared(() =>
+    db.insert(pets).values({ name: p('name'), categoryId: p('categoryId'), status: p('status') }).returning().prepare(),
+  );
+  const insertStock = prepared(() => db.insert(inventory).values({ petId: p('petId'), quantity: 0 }).prepare());
+  const updatePet = prepared(() =>
+    db
+      .update(pets)
+      .set({ name: bound('name'), categoryId: bound('categoryId'), status: bound('status') })
+      .where(eq(pets.id, p('id')))
+      .returning()
+      .prepare(),
+  );
+  const setPetStatus = prepared(() => db.update(pets).set({ status: bound('status') }).where(eq(pets.id, p('id'))).prepare());
+  const deleteStock = prepared(() => db.delete(inventory).where(eq(inventory.petId, p('id'))).prepare());
+  const deletePet = prepared(() => db.delete(pets).where(eq(pets.id, p('id'))).prepare());
+
+  const inventoryPage = byShape(([status]) => {
+    const where: SQL[] = [gt(pets.id, p('after'))];
+    if (status) where.push(eq(pets.status, p('status')));
+    return db
+      .select(inventoryColumns)
+      .from(pets)
+      .innerJoin(inventory, eq(inventory.petId, pets.id))
+      .where(and(...where))
+      .orderBy(asc(pets.id))
+      .limit(p('limit'))
+      .prepare();
+  });
+  const inventoryById = prepared(() =>
+    db.select(inventoryColumns).from(pets).innerJoin(inventory, eq(inventory.petId, pets.id)).where(eq(pets.id, p('id'))).prepare(),
+  );
+  const setStock = prepared(() => db.update(inventory).set({ quantity: bound('quantity') }).where(eq(inventory.petId, p('petId'))).prepare());
+
+  // One statement per viewer kind and `complete` filter, each with its own index. A
+  // placeholder skips the column's boolean mapping: `complete` is bound as 0/1.
+  const orderPage = byShape(([customer, byComplete]) => {
+    const where: SQL[] = [gt(orders.id, p('after'))];
+    if (customer) where.push(eq(orders.accountId, p('accountId')));
+    if (byComplete) where.push(eq(orders.complete, p('complete')));
+    return db.select().from(orders).where(and(...where)).orderBy(asc(orders.id)).limit(p('limit')).prepare();
+  });
+  const orderById = byShape(([customer]) => {
+    const where: SQL[] = [eq(orders.id, p('id'))];
+    if (customer) where.push(eq(orders.accountId, p('accountId')));
+    return db.select().from(orders).where(and(...where)).prepare();
+  });
+  const insertOrder = prepared(() =>
+    db
+      .insert(orders)
+      .values({ accountId: p('accountId'), petId: p('petId'), quantity: p('quantity'), complete: false, createdAt: p('createdAt') })
+      .returning()
+      .prepare(),
+  );
+  const completeOrder = prepared(() =>
+    db.update(orders).set({ complete: true, shipDate: bound('shipDate') }).where(eq(orders.id, p('id'))).returning().prepare(),
+  );
+  const deleteOrder = prepared(() => db.delete(orders).where(eq(orders.id, p('id'))).prepare());
+  const openOrderOfPet = prepared(() =>
+    db
+      .select({ id: orders.id })
+      .from(orders)
+      .where(and(eq(orders.petId, p('petId')), eq(orders.complete, false)))
+      .limit(1)
+      .prepare(),
+  );
+
+  const idempotencyRecord = prepared(() =>
+    db
+      .select()
+      .from(idempotencyKeys)
+      .where(and(eq(idempotencyKeys.accountId, p('accountId')), eq(idempotencyKeys.key, p('key'))))
+      .prepare(),
+  );
+  const saveIdempotency = prepared(() =>
+    db
+      .insert(idempotencyKeys)
+      .values({ accountId: p('accountId'), key: p('key'), requestHash: p('requestHash'), responseStatus: 0, responseBody: p('outcome'), createdAt: p('createdAt') })
+      // An expired record not purged yet gives way to the new one.
+      .onConflictDoUpdate({
+        target: [idempotencyKeys.accountId, idempotencyKeys.key],
+        set: { requestHash: bound('requestHash'), responseStatus: 0, responseBody: bound('outcome'), createdAt: bound('createdAt') },
+      })
+      .prepare(),
+  );
+  const purgeIdempotency = prepared(() => db.delete(idempotencyKeys).where(sql`${idempotencyKeys.createdAt} < ${p('before')}`).prepare());
+
+  const insertMessage = prepared(() =>
+    db
+      .insert(messages)
+      .values({ id: p('id'), accountId: p('accountId'), message: p('message'), status: 'queued', createdAt: p('createdAt') })
+      .returning()
+      .prepare(),
+  );
+  const messageById = prepared(() =>
+    db.select().from(messages).where(and(eq(messages.id, p('id')), eq(messages.accountId, p('accountId')))).prepare(),
+  );
+  // One UPDATE statement: atomic under SQLite's write lock, across processes too.
+  const deliverDue = prepared(() => {
+    const due = db
+      .select({ id: messages.id })
+      .from(messages)
+      .where(and(eq(messages.status, 'queued'), lte(messages.createdAt, p('createdBefore'))))
+      .orderBy(asc(messages.createdAt))
+      .limit(p('limit'));
+    return db
+      .update(messages)
+      .set({ status: 'sent', sentAt: bound('sentAt') })
+      .where(and(eq(messages.status, 'queued'), inArray(messages.id, due)))
+      .returning({ id: messages.id })
+      .prepare();
+  });
+
+  const isCustomer = (viewer: Principal) => viewer.role !== 'admin';
 
   return {
     insertAccount(input) {
-      const row = db.insert(accounts).values(input).onConflictDoNothing({ target: accounts.email }).returning().get();
+      const row = insertAccount().get(input);
       return row ? toAccount(row) : null;
     },
     findAccountByEmail(email) {
-      const row = db.select().from(accounts).where(eq(accounts.email, email)).get();
+      const row = accountByEmail().get({ email });
       return row ? { ...toAccount(row), passwordHash: row.passwordHash } : null;
     },
 
-    insertApiKey: (input) => toApiKey(db.insert(apiKeys).values(input).returning().get()),
-    findKeyOwner: (hash) => findKeyOwner.get({ hash }) ?? null,
-    listApiKeys: (accountId, page) =>
-      db
-        .select()
-        .from(apiKeys)
-        .where(and(eq(apiKeys.accountId, accountId), gt(apiKeys.id, page.after)))
-        .orderBy(asc(apiKeys.id))
-        .limit(page.limit)
-        .all()
-        .map(toApiKey),
+    insertApiKey: (input) => toApiKey(insertApiKey().get({ name: null, expiresAt: null, ...input })!),
+    findKeyOwner: (hash) => keyOwner().get({ hash }) ?? null,
+    listApiKeys: (accountId, page) => apiKeyPage().all({ accountId, ...page }).map(toApiKey),
     revokeApiKey(accountId, keyId, at) {
-      const owned = db.select({ id: apiKeys.id }).from(apiKeys).where(and(eq(apiKeys.id, keyId), eq(apiKeys.accountId, accountId))).get();
-      if (!owned) return false;
-      db.update(apiKeys).set({ revokedAt: at }).where(and(eq(apiKeys.id, keyId), isNull(apiKeys.revokedAt))).run();
+      if (!ownedKey().get({ id: keyId, accountId })) return false;
+      revokeKey().run({ id: keyId, at });
       return true;
     },
     touchApiKey(keyId, at) {
-      db.update(apiKeys).set({ lastUsedAt: at }).where(eq(apiKeys.id, keyId)).run();
+      touchKey().run({ id: keyId, at });
     },
 
-    listCategories: (page) =>
-      db.select().from(categories).where(gt(categories.id, page.after)).orderBy(asc(categories.id)).limit(page.limit).all().map(toCategory),
+    listCategories: (page) => categoryPage().all({ ...page }).map(toCategory),
     findCategory(id) {
-      const row = findCategory.get({ id });
+      const row = categoryById().get({ id });
       return row ? toCategory(row) : null;
     },
     // The transaction's write lock (BEGIN IMMEDIATE) already excludes every other writer.
-    lockCategory: (id) => findCategory.get({ id }) !== undefined,
+    lockCategory: (id) => categoryById().get({ id }) !== undefined,
     insertCategory(input) {
-      const row = db.insert(categories).values(input).onConflictDoNothing({ target: categories.nameKey }).returning().get();
+      const row = insertCategory().get(input);
       return row ? toCategory(row) : 'taken';
     },
     updateCategory(id, input) {
       try {
-        const row = db.update(categories).set(input).where(eq(categories.id, id)).returning().get();
+        const row = updateCategory().get({ id, ...input });
         return row ? toCategory(row) : null;
       } catch (error) {
         if (isUniqueViolation(error)) return 'taken';
@@ -164,118 +341,82 @@ function createQueries(db: Db): Queries {
       }
     },
     deleteCategory(id) {
-      db.delete(categories).where(eq(categories.id, id)).run();
+      deleteCategory().run({ id });
     },
-    petInCategory: (categoryId) => db.select({ id: pets.id }).from(pets).where(eq(pets.categoryId, categoryId)).limit(1).get()?.id ?? null,
+    petInCategory: (categoryId) => petOfCategory().get({ id: categoryId })?.id ?? null,
 
-    listPets(filter, page) {
-      const where: SQL[] = [gt(pets.id, page.after)];
-      if (filter.status !== undefined) where.push(eq(pets.status, filter.status));
-      if (filter.categoryId !== undefined) where.push(eq(pets.categoryId, filter.categoryId));
-      if (filter.ids !== undefined) where.push(inArray(pets.id, filter.ids));
-      return db.select().from(pets).where(and(...where)).orderBy(asc(pets.id)).limit(page.limit).all().map(toPet);
-    },
+    listPets: (filter, page) =>
+      petPage(filter.status !== undefined, filter.categoryId !== undefined, filter.ids !== undefined)
+        .all({
+          ...page,
+          status: filter.status,
+          categoryId: filter.categoryId,
+          ids: filter.ids === undefined ? undefined : JSON.stringify(filter.ids),
+        })
+        .map(toPet),
     findPet(id) {
-      const row = findPet.get({ id });
+      const row = petById().get({ id });
       return row ? toPet(row) : null;
     },
     insertPet(input) {
-      const row = db.insert(pets).values(input).returning().get();
-      db.insert(inventory).values({ petId: row.id, quantity: 0 }).run();
+      const row = insertPet().get(input)!;
+      insertStock().run({ petId: row.id });
       return toPet(row);
     },
     updatePet(id, input) {
-      const row = db.update(pets).set(input).where(eq(pets.id, id)).returning().get();
+      const row = updatePet().get({ id, ...input });
       return row ? toPet(row) : null;
     },
     setPetStatus(id, status) {
-      setPetStatus.run({ id, status });
+      setPetStatus().run({ id, status });
     },
     deletePet(id) {
-      db.delete(inventory).where(eq(inventory.petId, id)).run();
-      db.delete(pets).where(eq(pets.id, id)).run();
+      deleteStock().run({ id });
+      deletePet().run({ id });
     },
 
-    listInventory(filter, page) {
-      const where: SQL[] = [gt(pets.id, page.after)];
-      if (filter.status !== undefined) where.push(eq(pets.status, filter.status));
-      return db
-        .select(inventoryColumns)
-        .from(pets)
-        .innerJoin(inventory, eq(inventory.petId, pets.id))
-        .where(and(...where))
-        .orderBy(asc(pets.id))
-        .limit(page.limit)
-        .all();
-    },
-    findInventory: (petId) => findInventory.get({ id: petId }) ?? null,
+    listInventory: (filter, page) => inventoryPage(filter.status !== undefined).all({ ...page, status: filter.status }),
+    findInventory: (petId) => inventoryById().get({ id: petId }) ?? null,
     lockStock(petId) {
-      const row = findInventory.get({ id: petId });
+      const row = inventoryById().get({ id: petId });
       return row ? { quantity: row.quantity, status: row.status } : null;
     },
     setStock(petId, quantity) {
-      setStock.run({ petId, quantity });
+      setStock().run({ petId, quantity });
     },
 
-    listOrders(viewer, filter, page) {
-      const where = [...visibleTo(viewer), gt(orders.id, page.after)];
-      if (filter.complete !== undefined) where.push(eq(orders.complete, filter.complete));
-      return db.select().from(orders).where(and(...where)).orderBy(asc(orders.id)).limit(page.limit).all().map(toOrder);
-    },
+    listOrders: (viewer, filter, page) =>
+      orderPage(isCustomer(viewer), filter.complete !== undefined)
+        .all({ ...page, accountId: viewer.accountId, complete: filter.complete === undefined ? undefined : Number(filter.complete) })
+        .map(toOrder),
     findOrder(viewer, id) {
-      const row = db.select().from(orders).where(and(eq(orders.id, id), ...visibleTo(viewer))).get();
+      const row = orderById(isCustomer(viewer)).get({ id, accountId: viewer.accountId });
       return row ? toOrder(row) : null;
     },
-    insertOrder: (input) => toOrder(insertOrder.get(input)!),
-    completeOrder: (id, shipDate) => toOrder(db.update(orders).set({ complete: true, shipDate }).where(eq(orders.id, id)).returning().get()!),
+    insertOrder: (input) => toOrder(insertOrder().get(input)!),
+    completeOrder: (id, shipDate) => toOrder(completeOrder().get({ id, shipDate })!),
     deleteOrder(id) {
-      db.delete(orders).where(eq(orders.id, id)).run();
+      deleteOrder().run({ id });
     },
-    openOrderOfPet: (petId) => openOrderOfPet.get({ petId })?.id ?? null,
+    openOrderOfPet: (petId) => openOrderOfPet().get({ petId })?.id ?? null,
 
     lockIdempotencyKey() {},
     findIdempotency(accountId, key, notBefore): StoredIdempotency | null {
-      const row = db
-        .select()
-        .from(idempotencyKeys)
-        .where(and(eq(idempotencyKeys.accountId, accountId), eq(idempotencyKeys.key, key)))
-        .get();
+      const row = idempotencyRecord().get({ accountId, key });
       if (!row || row.createdAt < notBefore) return null;
       return { requestHash: row.requestHash, outcome: outcomeOf(row.responseStatus, row.responseBody) };
     },
     saveIdempotency(accountId, key, record, createdAt) {
-      // An expired record not purged yet gives way to the new one.
-      db.insert(idempotencyKeys)
-        .values({ accountId, key, requestHash: record.requestHash, responseStatus: 0, responseBody: record.outcome, createdAt })
-        .onConflictDoUpdate({
-          target: [idempotencyKeys.accountId, idempotencyKeys.key],
-          set: { requestHash: record.requestHash, responseStatus: 0, responseBody: record.outcome, createdAt },
-        })
-        .run();
+      saveIdempotency().run({ accountId, key, ...record, createdAt });
     },
-    purgeIdempotency: (before) => db.delete(idempotencyKeys).where(sql`${idempotencyKeys.createdAt} < ${before}`).run().changes,
+    purgeIdempotency: (before) => purgeIdempotency().run({ before }).changes,
 
-    insertMessage: (input) => toMessage(db.insert(messages).values({ ...input, status: 'queued' }).returning().get()),
+    insertMessage: (input) => toMessage(insertMessage().get(input)!),
     findMessage(accountId, id) {
-      const row = findMessage.get({ id, accountId });
+      const row = messageById().get({ id, accountId });
       return row ? toMessage(row) : null;
     },
-    deliverDue(createdBefore, sentAt, limit) {
-      const due = db
-        .select({ id: messages.id })
-        .from(messages)
-        .where(and(eq(messages.status, 'queued'), lte(messages.createdAt, createdBefore)))
-        .orderBy(asc(messages.createdAt))
-        .limit(limit);
-      // One UPDATE statement: atomic under SQLite's write lock, across processes too.
-      return db
-        .update(messages)
-        .set({ status: 'sent', sentAt })
-        .where(and(eq(messages.status, 'queued'), inArray(messages.id, due)))
-        .returning({ id: messages.id })
-        .all()
-        .map((r) => r.id);
-    },
+    deliverDue: (createdBefore, sentAt, limit) => deliverDue().all({ createdBefore, sentAt, limit }).map((r) => r.id),
   };
 }
 
@@ -314,18 +455,26 @@ export function createSqliteStorage(db: Db): Storage {
     Object.entries(queries).map(([name, op]) => [name, guard(op as (...args: unknown[]) => unknown)]),
   ) as unknown as Queries;
 
-  const hit = db
-    .insert(rateLimits)
-    .values({ key: sql.placeholder('key'), hits: 1, resetAt: sql.placeholder('resetAt') })
-    .onConflictDoUpdate({
-      target: rateLimits.key,
-      set: {
-        hits: sql`case when ${rateLimits.resetAt} <= ${sql.placeholder('now')} then 1 else ${rateLimits.hits} + 1 end`,
-        resetAt: sql`case when ${rateLimits.resetAt} <= ${sql.placeholder('now')} then ${sql.placeholder('resetAt')} else ${rateLimits.resetAt} end`,
-      },
-    })
-    .returning({ hits: rateLimits.hits, resetAt: rateLimits.resetAt })
-    .prepare();
+  const p = sql.placeholder;
+  const hit = prepared(() =>
+    db
+      .insert(rateLimits)
+      .values({ key: p('key'), hits: 1, resetAt: p('resetAt') })
+      .onConflictDoUpdate({
+        target: rateLimits.key,
+        set: {
+          hits: sql`case when ${rateLimits.resetAt} <= ${p('now')} then 1 else ${rateLimits.hits} + 1 end`,
+          resetAt: sql`case when ${rateLimits.resetAt} <= ${p('now')} then ${p('resetAt')} else ${rateLimits.resetAt} end`,
+        },
+      })
+      .returning({ hits: rateLimits.hits, resetAt: rateLimits.resetAt })
+      .prepare(),
+  );
+  const undoHit = prepared(() =>
+    db.update(rateLimits).set({ hits: sql`max(${rateLimits.hits} - 1, 0)` }).where(eq(rateLimits.key, p('key'))).prepare(),
+  );
+  const resetHits = prepared(() => db.delete(rateLimits).where(eq(rateLimits.key, p('key'))).prepare());
+  const ping = sqlite.prepare('select 1');
 
   return {
     ...guarded,
@@ -347,15 +496,15 @@ export function createSqliteStorage(db: Db): Storage {
       }
     },
     // One upsert statement: atomic across the processes sharing the file.
-    hitRateLimit: guard((key: string, windowMs: number, now: number) => hit.get({ key, now, resetAt: now + windowMs })!),
+    hitRateLimit: guard((key: string, windowMs: number, now: number) => hit().get({ key, now, resetAt: now + windowMs })!),
     undoRateLimitHit: guard((key: string) => {
-      db.update(rateLimits).set({ hits: sql`max(${rateLimits.hits} - 1, 0)` }).where(eq(rateLimits.key, key)).run();
+      undoHit().run({ key });
     }),
     resetRateLimit: guard((key: string) => {
-      db.delete(rateLimits).where(eq(rateLimits.key, key)).run();
+      resetHits().run({ key });
     }),
     ping: guard(() => {
-      sqlite.prepare('select 1').get();
+      ping.get();
     }),
     async close() {
       await mutex.acquire();
