@@ -9,46 +9,10 @@
 import { and, asc, eq, gt, inArray, isNull, lte, sql, type SQL } from 'drizzle-orm';
 import type { Database as SqliteDatabase } from 'better-sqlite3';
 import type { Queries, Storage, StoredIdempotency } from '../domain/storage';
-import type { ApiKey, Category, Message, Order, Pet, Principal } from '../domain/types';
+import type { Principal } from '../domain/types';
 import { bound, prepared, type Db } from './client';
+import { toAccount, toApiKey, toCategory, toMessage, toOrder, toPet } from './rows';
 import { accounts, apiKeys, categories, idempotencyKeys, inventory, messages, orders, pets, rateLimits } from './schema';
-
-const toCategory = (row: typeof categories.$inferSelect): Category => ({
-  id: row.id,
-  name: row.name,
-  ...(row.description !== null && { description: row.description }),
-});
-
-const toPet = (row: typeof pets.$inferSelect): Pet => ({ id: row.id, name: row.name, categoryId: row.categoryId, status: row.status });
-
-const toOrder = (row: typeof orders.$inferSelect): Order => ({
-  id: row.id,
-  petId: row.petId,
-  quantity: row.quantity,
-  complete: row.complete,
-  ...(row.shipDate !== null && { shipDate: row.shipDate }),
-});
-
-const toApiKey = (row: typeof apiKeys.$inferSelect): ApiKey => ({
-  id: row.id,
-  ...(row.name !== null && { name: row.name }),
-  prefix: row.prefix,
-  lastFour: row.lastFour,
-  createdAt: row.createdAt,
-  ...(row.lastUsedAt !== null && { lastUsedAt: row.lastUsedAt }),
-  ...(row.expiresAt !== null && { expiresAt: row.expiresAt }),
-  ...(row.revokedAt !== null && { revokedAt: row.revokedAt }),
-});
-
-const toMessage = (row: typeof messages.$inferSelect): Message => ({
-  id: row.id,
-  message: row.message,
-  status: row.status,
-  createdAt: row.createdAt,
-  ...(row.sentAt !== null && { sentAt: row.sentAt }),
-});
-
-const toAccount = (row: typeof accounts.$inferSelect) => ({ id: row.id, email: row.email, role: row.role, createdAt: row.createdAt });
 
 const isUniqueViolation = (error: unknown) =>
   typeof error === 'object' && error !== null && (error as { code?: string }).code === 'SQLITE_CONSTRAINT_UNIQUE';
@@ -474,6 +438,7 @@ export function createSqliteStorage(db: Db): Storage {
     db.update(rateLimits).set({ hits: sql`max(${rateLimits.hits} - 1, 0)` }).where(eq(rateLimits.key, p('key'))).prepare(),
   );
   const resetHits = prepared(() => db.delete(rateLimits).where(eq(rateLimits.key, p('key'))).prepare());
+  const purgeHits = prepared(() => db.delete(rateLimits).where(lte(rateLimits.resetAt, p('now'))).prepare());
   const ping = sqlite.prepare('select 1');
 
   return {
@@ -503,6 +468,7 @@ export function createSqliteStorage(db: Db): Storage {
     resetRateLimit: guard((key: string) => {
       resetHits().run({ key });
     }),
+    purgeRateLimits: guard((now: number) => purgeHits().run({ now }).changes),
     ping: guard(() => {
       ping.get();
     }),

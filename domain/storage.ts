@@ -120,6 +120,8 @@ export interface Storage extends Queries {
   hitRateLimit(key: string, windowMs: number, now: number): Awaitable<{ hits: number; resetAt: number }>;
   undoRateLimitHit(key: string): Awaitable<void>;
   resetRateLimit(key: string): Awaitable<void>;
+  /** Forgets counters whose window ended before `now` (periodic work). */
+  purgeRateLimits(now: number): Awaitable<number>;
   /** Throws when the database cannot answer. */
   ping(): Awaitable<void>;
   close(): Promise<void>;

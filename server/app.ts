@@ -55,7 +55,11 @@ export function createApp({ storage: given, db, config, spec = loadSpec(), log, 
     if (req.method === 'HEAD') req.method = 'GET';
     next();
   });
-  app.use(rateLimiter(config.rateLimitPerMinute, createRateLimitStore(storage)));
+  // Counters live where every process serving this database sees them: in the database
+  // on PostgreSQL or with WEB_CONCURRENCY workers; one process alone keeps them in memory,
+  // which spares the default path a write per request.
+  const shared = storage.engine === 'postgres' || config.webConcurrency > 1;
+  app.use(rateLimiter(config.rateLimitPerMinute, shared ? createRateLimitStore(storage) : undefined));
   app.use(specRouter(spec));
   // Before the validator, which answers 404 for any path the spec does not declare.
   app.use(createDocsRouter(spec));

@@ -1,5 +1,6 @@
 // The service's periodic work. It delivers queued messages ("delivery" is recording it:
-// there is no external transport) and, now and then, forgets expired Idempotency-Keys.
+// there is no external transport) and, now and then, forgets expired Idempotency-Keys
+// and rate-limit counters whose window has ended.
 // The queue is the messages table, so what is still queued when the process stops is
 // picked up by the next start, by whichever process or instance claims it first
 // (storage.deliverDue claims each message once).
@@ -26,7 +27,7 @@ export function startDeliveryWorker({
   now = Date.now,
   autostart = true,
 }: {
-  storage: Pick<Storage, 'deliverDue' | 'purgeIdempotency'>;
+  storage: Pick<Storage, 'deliverDue' | 'purgeIdempotency' | 'purgeRateLimits'>;
   config: Pick<Config, 'messageDeliveryDelayMs'>;
   log: Logger;
   intervalMs?: number;
@@ -54,7 +55,8 @@ export function startDeliveryWorker({
     if (at - lastPurge >= purgeEveryMs) {
       lastPurge = at;
       const purged = await purgeExpiredKeys(storage, new Date(at));
-      if (purged > 0) log.debug('expired idempotency keys purged', { purged });
+      const counters = await storage.purgeRateLimits(at);
+      if (purged + counters > 0) log.debug('expired idempotency keys and rate-limit counters purged', { purged, counters });
     }
     return all;
   };

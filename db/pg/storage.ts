@@ -9,50 +9,14 @@ import { migrate } from 'drizzle-orm/node-postgres/migrator';
 import { join } from 'node:path';
 import { Pool } from 'pg';
 import type { Queries, Storage } from '../../domain/storage';
-import type { ApiKey, Category, Message, Order, Pet, Principal } from '../../domain/types';
+import type { Principal } from '../../domain/types';
+import { toAccount, toApiKey, toCategory, toMessage, toOrder, toPet } from '../rows';
 import * as schema from './schema';
 import { accounts, apiKeys, categories, idempotencyKeys, inventory, messages, orders, pets, rateLimits } from './schema';
 
 export type PgDb = NodePgDatabase<typeof schema> & { $client: Pool };
 
 export const pgMigrationsFolder = join(__dirname, 'migrations');
-
-const toCategory = (row: typeof categories.$inferSelect): Category => ({
-  id: row.id,
-  name: row.name,
-  ...(row.description !== null && { description: row.description }),
-});
-
-const toPet = (row: typeof pets.$inferSelect): Pet => ({ id: row.id, name: row.name, categoryId: row.categoryId, status: row.status });
-
-const toOrder = (row: typeof orders.$inferSelect): Order => ({
-  id: row.id,
-  petId: row.petId,
-  quantity: row.quantity,
-  complete: row.complete,
-  ...(row.shipDate !== null && { shipDate: row.shipDate }),
-});
-
-const toApiKey = (row: typeof apiKeys.$inferSelect): ApiKey => ({
-  id: row.id,
-  ...(row.name !== null && { name: row.name }),
-  prefix: row.prefix,
-  lastFour: row.lastFour,
-  createdAt: row.createdAt,
-  ...(row.lastUsedAt !== null && { lastUsedAt: row.lastUsedAt }),
-  ...(row.expiresAt !== null && { expiresAt: row.expiresAt }),
-  ...(row.revokedAt !== null && { revokedAt: row.revokedAt }),
-});
-
-const toMessage = (row: typeof messages.$inferSelect): Message => ({
-  id: row.id,
-  message: row.message,
-  status: row.status,
-  createdAt: row.createdAt,
-  ...(row.sentAt !== null && { sentAt: row.sentAt }),
-});
-
-const toAccount = (row: typeof accounts.$inferSelect) => ({ id: row.id, email: row.email, role: row.role, createdAt: row.createdAt });
 
 const isUniqueViolation = (error: unknown): boolean => {
   const e = error as { code?: string; cause?: unknown } | null;
@@ -319,6 +283,7 @@ export function createPgStorage(db: PgDb): Storage {
     async resetRateLimit(key) {
       await db.delete(rateLimits).where(eq(rateLimits.key, key));
     },
+    purgeRateLimits: async (now) => (await db.delete(rateLimits).where(lte(rateLimits.resetAt, now))).rowCount ?? 0,
     async ping() {
       await db.execute(sql`select 1`);
     },
