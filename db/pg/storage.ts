@@ -176,7 +176,8 @@ function createQueries(db: Executor): Queries {
 
     async lockIdempotencyKey(accountId, key) {
       // Two requests with one key on two instances: the second waits here, then replays.
-      await db.execute(sql`select pg_advisory_xact_lock(${accountId}::int, hashtext(${key}))`);
+      // One 64-bit lock id from both parts (account ids may exceed the int4 form's range).
+      await db.execute(sql`select pg_advisory_xact_lock(hashtextextended(${`${accountId}:${key}`}, 0))`);
     },
     async findIdempotency(accountId, key, notBefore) {
       const row = first(
