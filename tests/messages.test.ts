@@ -202,6 +202,32 @@ describe('the delivery worker', () => {
   });
 });
 
+describe('the periodic purge', () => {
+  const t = setupApp();
+
+  it('forgets Idempotency-Keys past 24 hours and ended rate-limit windows, and nothing else', async () => {
+    const me = await customer(t.app);
+    const category = await t.repos.categories.create({ name: 'Purged' });
+    const pet = await t.repos.pets.create({ name: 'Purgeable', categoryId: category.id });
+    await t.repos.inventory.setQuantity(pet.id, 5);
+    await t.repos.orders.place({ accountId: me.accountId, petId: pet.id, quantity: 1 }, 'old-key');
+    await t.repos.orders.place({ accountId: me.accountId, petId: pet.id, quantity: 1 }, 'new-key');
+    const now = Date.now();
+    await t.query("update idempotency_keys set created_at = ? where key = 'old-key'", new Date(now - 24 * 60 * 60 * 1000 - 1).toISOString());
+    await t.storage.hitRateLimit('ended', 60_000, now - 120_000);
+    await t.storage.hitRateLimit('running', 60_000, now);
+
+    const worker = startDeliveryWorker({ storage: t.storage, config: { messageDeliveryDelayMs: 0 }, log: silent, now: () => now, autostart: false });
+    await worker.runOnce();
+    await worker.stop();
+
+    const keys = await t.query('select key from idempotency_keys order by key');
+    expect(keys.map((r) => r.key)).toEqual(['new-key']);
+    const counters = await t.query('select key from rate_limits order by key');
+    expect(counters.map((r) => r.key)).toEqual(['running']);
+  });
+});
+
 describe('messages survive a restart', () => {
   let dir: string;
   let server: ServerProcess | undefined;
