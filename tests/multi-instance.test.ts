@@ -64,7 +64,8 @@ async function customer(bases: string[]): Promise<string> {
 /** The scenarios every multi-process shape must pass. */
 function behavesAsOneService(
   shape: string,
-  setup: () => Promise<{ bases: string[]; adminEnv: Record<string, string>; logs(): string; processes: ServerProcess[]; stoppedLines: number }>,
+  setup: () => Promise<{ bases: string[]; adminEnv: Record<string, string>; logs(): string; processes: ServerProcess[]; stoppedLines: number; restart?: (i: number) => Promise<ServerProcess> }>,
+  restartable = false,
 ) {
   describe(shape, () => {
     let bases: string[];
@@ -72,6 +73,8 @@ function behavesAsOneService(
     let logs: () => string;
     let processes: ServerProcess[];
     let stoppedLines: number;
+    let restart: ((i: number) => Promise<ServerProcess>) | undefined;
+    let restarted = 0;
 
     beforeAll(async () => {
       const started = await setup();
@@ -79,6 +82,7 @@ function behavesAsOneService(
       logs = started.logs;
       processes = started.processes;
       stoppedLines = started.stoppedLines;
+      restart = started.restart;
       const email = uniqueEmail('multi-admin');
       await promisify(execFile)(tsx, ['scripts/account-create.ts', '--email', email, `--password=${password}`, '--admin'], {
         cwd: repoRoot,
@@ -158,11 +162,46 @@ function behavesAsOneService(
       expect((await call(bases, 'GET', `/store/inventory/${pet.body.id}`, { auth: boss })).body.quantity).toBe(3);
     }, 60_000);
 
+    // Only shapes made of separate instances are restarted one by one.
+    if (restartable) it('loses no request while the instances restart one after the other', async () => {
+      if (!restart) throw new Error('this shape has no restart');
+      const statuses: number[] = [];
+      let restarting = true;
+      // A stream of requests that touch the database (GET /readyz: not rate-limited), one
+      // connection each, spread over whatever instances are up; a refused connection (an
+      // instance that stopped listening) goes to the next one, as a balancer does.
+      const stream = (async () => {
+        for (let i = 0; restarting && i < 5_000; i++) {
+          for (let attempt = 0; attempt < bases.length * 20; attempt++) {
+            const base = bases[(i + attempt) % bases.length]!;
+            try {
+              const res = await fetch(`${base}/readyz`, { headers: { Connection: 'close' } });
+              statuses.push(res.status);
+              await res.arrayBuffer();
+              break;
+            } catch (error) {
+              if ((error as { cause?: { code?: string } }).cause?.code !== 'ECONNREFUSED') throw error;
+              await new Promise((r) => setTimeout(r, 20));
+            }
+          }
+        }
+      })();
+      for (let i = 0; i < processes.length; i++) {
+        const next = await restart(i);
+        bases[i] = next.url;
+        restarted++;
+      }
+      restarting = false;
+      await stream;
+      expect(statuses.length).toBeGreaterThan(0);
+      expect(statuses.filter((s) => s !== 200)).toEqual([]);
+    }, 120_000);
+
     it('drains and exits 0 on SIGTERM, every process', async () => {
       const codes = await Promise.all(processes.map((p) => p.stop()));
       expect(codes).toEqual(processes.map(() => 0));
       // One "Stopped" per serving process, and the cluster's primary's once all its workers have.
-      expect(logs().match(/"Stopped"/g)?.length).toBe(stoppedLines);
+      expect(logs().match(/"Stopped"/g)?.length).toBe(stoppedLines + restarted);
     }, 60_000);
   });
 }
@@ -191,8 +230,19 @@ if (testDatabaseUrl) {
     // Started together: the migrations' advisory lock lets one apply them.
     const started = await Promise.all([startServer(env, 60_000), startServer(env, 60_000), startServer(env, 60_000)]);
     servers.push(...started);
-    return { bases: started.map((s) => s.url), adminEnv: { DATABASE_URL: url }, logs: () => started.map((s) => s.log()).join('\n'), processes: started, stoppedLines: 3 };
-  });
+    const retired: ServerProcess[] = [];
+    const restart = async (i: number) => {
+      const old = started[i]!;
+      expect(await old.stop()).toBe(0);
+      retired.push(old);
+      const next = await startServer(env, 60_000);
+      started[i] = next;
+      servers.push(next);
+      return next;
+    };
+    const logs = () => [...retired, ...started].map((s) => s.log()).join('\n');
+    return { bases: started.map((s) => s.url), adminEnv: { DATABASE_URL: url }, logs, processes: started, stoppedLines: 3, restart };
+  }, true);
 }
 
 behavesAsOneService('WEB_CONCURRENCY=2 workers on one SQLite file', async () => {
