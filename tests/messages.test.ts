@@ -223,8 +223,10 @@ describe('the periodic purge', () => {
 
     const keys = await t.query('select key from idempotency_keys order by key');
     expect(keys.map((r) => r.key)).toEqual(['new-key']);
-    const counters = await t.query('select key from rate_limits order by key');
-    expect(counters.map((r) => r.key)).toEqual(['running']);
+    // (On PostgreSQL the app's own limiter keeps its counters in the same table.)
+    const counters = (await t.query('select key from rate_limits')).map((r) => r.key);
+    expect(counters).toContain('running');
+    expect(counters).not.toContain('ended');
   });
 });
 
