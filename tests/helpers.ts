@@ -2,7 +2,6 @@
 // file or :memory:, or, when TEST_DATABASE_URL names a PostgreSQL server (CI runs the
 // suite a second time under scripts/with-postgres.sh), a fresh database on it.
 import { randomBytes } from 'node:crypto';
-import { afterAll } from '@jest/globals';
 import request from 'supertest';
 import type { Express } from 'express';
 import { Client } from 'pg';
@@ -38,9 +37,13 @@ export interface TestApp {
 }
 
 const opened: Storage[] = [];
-afterAll(async () => {
-  await Promise.all(opened.splice(0).map((s) => s.close()));
-});
+// Under jest, each test file closes its PostgreSQL pools at the end; tests/browser/ runs
+// this module without jest.
+if (typeof afterAll === 'function') {
+  afterAll(async () => {
+    await Promise.all(opened.splice(0).map((s) => s.close()));
+  });
+}
 
 /** A fresh, migrated database on the test PostgreSQL server, as a connection URL. */
 export async function createPgDatabase(adminUrl: string, name: string): Promise<string> {
