@@ -78,7 +78,7 @@ export function createOrdersRepository(db: Db) {
   );
   const deleteOrder = prepared(() => db.delete(orders).where(eq(orders.id, p('id'))).prepare());
   const visibleById = {
-    admin: prepared(() => db.select().from(orders).where(eq(orders.id, p('id'))).prepare()),
+    admin: byId,
     customer: prepared(() =>
       db
         .select()
