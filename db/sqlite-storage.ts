@@ -39,13 +39,16 @@ class Mutex {
   }
 }
 
-/** One statement per combination of the optional filters (a key such as "101"), built on first use. */
-function byShape<S>(build: (has: boolean[]) => S): (...has: boolean[]) => S {
+/**
+ * One statement per combination of the optional filters (a key such as "1-0"), built on
+ * first use; a number counts too (how many ids a list binds).
+ */
+function byShape<S, A extends Array<boolean | number>>(build: (...has: A) => S): (...has: A) => S {
   const statements = new Map<string, S>();
   return (...has) => {
-    const shape = has.map(Number).join('');
+    const shape = has.map(Number).join('-');
     let statement = statements.get(shape);
-    if (!statement) statements.set(shape, (statement = build(has)));
+    if (!statement) statements.set(shape, (statement = build(...has)));
     return statement;
   };
 }
@@ -138,13 +141,14 @@ function createQueries(db: Db): Queries {
   const petOfCategory = prepared(() => db.select({ id: pets.id }).from(pets).where(eq(pets.categoryId, p('id'))).limit(1).prepare());
 
   // Each filter is an equality on the leading column of an index that ends in id
-  // (pets_status_idx, pets_category_idx, the primary key); `ids` is bound as one JSON
-  // array, so any list length shares one statement.
-  const petPage = byShape(([status, category, ids]) => {
+  // (pets_status_idx, pets_category_idx, the primary key). `ids` binds one placeholder
+  // per id, one statement per count (the spec caps ids at 100), so each id is a
+  // primary-key search.
+  const petPage = byShape((status: boolean, category: boolean, ids: number) => {
     const where: SQL[] = [gt(pets.id, p('after'))];
     if (status) where.push(eq(pets.status, p('status')));
     if (category) where.push(eq(pets.categoryId, p('categoryId')));
-    if (ids) where.push(sql`${pets.id} in (select value from json_each(${p('ids')}))`);
+    if (ids >= 0) where.push(inArray(pets.id, Array.from({ length: ids }, (_, i) => p(`id${i}`))));
     return db.select().from(pets).where(and(...where)).orderBy(asc(pets.id)).limit(p('limit')).prepare();
   });
   const petById = prepared(() => db.select().from(pets).where(eq(pets.id, p('id'))).prepare());
@@ -164,7 +168,7 @@ function createQueries(db: Db): Queries {
   const deleteStock = prepared(() => db.delete(inventory).where(eq(inventory.petId, p('id'))).prepare());
   const deletePet = prepared(() => db.delete(pets).where(eq(pets.id, p('id'))).prepare());
 
-  const inventoryPage = byShape(([status]) => {
+  const inventoryPage = byShape((status: boolean) => {
     const where: SQL[] = [gt(pets.id, p('after'))];
     if (status) where.push(eq(pets.status, p('status')));
     return db
@@ -183,13 +187,13 @@ function createQueries(db: Db): Queries {
 
   // One statement per viewer kind and `complete` filter, each with its own index. A
   // placeholder skips the column's boolean mapping: `complete` is bound as 0/1.
-  const orderPage = byShape(([customer, byComplete]) => {
+  const orderPage = byShape((customer: boolean, byComplete: boolean) => {
     const where: SQL[] = [gt(orders.id, p('after'))];
     if (customer) where.push(eq(orders.accountId, p('accountId')));
     if (byComplete) where.push(eq(orders.complete, p('complete')));
     return db.select().from(orders).where(and(...where)).orderBy(asc(orders.id)).limit(p('limit')).prepare();
   });
-  const orderById = byShape(([customer]) => {
+  const orderById = byShape((customer: boolean) => {
     const where: SQL[] = [eq(orders.id, p('id'))];
     if (customer) where.push(eq(orders.accountId, p('accountId')));
     return db.select().from(orders).where(and(...where)).prepare();
@@ -309,15 +313,13 @@ function createQueries(db: Db): Queries {
     },
     petInCategory: (categoryId) => petOfCategory().get({ id: categoryId })?.id ?? null,
 
-    listPets: (filter, page) =>
-      petPage(filter.status !== undefined, filter.categoryId !== undefined, filter.ids !== undefined)
-        .all({
-          ...page,
-          status: filter.status,
-          categoryId: filter.categoryId,
-          ids: filter.ids === undefined ? undefined : JSON.stringify(filter.ids),
-        })
-        .map(toPet),
+    listPets(filter, page) {
+      const values: Record<string, unknown> = { ...page, status: filter.status, categoryId: filter.categoryId };
+      filter.ids?.forEach((id, i) => (values[`id${i}`] = id));
+      return petPage(filter.status !== undefined, filter.categoryId !== undefined, filter.ids?.length ?? -1)
+        .all(values)
+        .map(toPet);
+    },
     findPet(id) {
       const row = petById().get({ id });
       return row ? toPet(row) : null;

@@ -1,6 +1,7 @@
 // createApp builds the Express app and never listens: tests drive it in process,
-// server/main.ts serves it. A request flows: request id -> rate limit -> body ->
-// express-openapi-validator (route, security, schema) -> handler -> error mapper.
+// server/main.ts serves it. A request flows: request id -> (the probes answer here) ->
+// deprecation -> rate limit -> body -> express-openapi-validator (route, security,
+// schema) -> handler -> error mapper.
 import express, { type Express, type RequestHandler } from 'express';
 import * as OpenApiValidator from 'express-openapi-validator';
 import type { Db } from '../db/client';
@@ -18,6 +19,7 @@ import { registerOperations, type AppContext, type HandlerTable } from './operat
 import { rateLimiter } from './rate-limit';
 import { createRateLimitStore } from './rate-limit-store';
 import { requestId } from './request-id';
+import { servicePages } from './service-pages';
 import { cacheValidatorRouteMatchers } from './route-matchers';
 import { createSecurityHandlers } from './security';
 import { loadSpec, specRouter, type OpenApiDocument } from './spec';
@@ -47,6 +49,7 @@ export function createApp({ storage: given, db, config, spec = loadSpec(), log, 
   app.set('trust proxy', config.trustProxy);
 
   app.use(requestId);
+  app.use(servicePages(spec, { ...defaultHandlers, ...handlers } as HandlerTable, ctx));
   // First, so that every answer of a deprecated operation says so, a 401 or 429 included.
   app.use(deprecationHeaders(spec));
   // HEAD is GET without a body (RFC 9110); Node drops the body because the response was
