@@ -7,9 +7,8 @@ import type { Storage } from '../domain/storage';
 export function createRateLimitStore(storage: Storage): Store {
   let windowMs = 60_000;
   return {
-    // Counters are shared: express-rate-limit must not warn that it sees one store twice.
+    // The counters are shared, not this process's own.
     localKeys: false,
-    prefix: 'rl:',
     init(options: Options) {
       windowMs = options.windowMs;
     },
