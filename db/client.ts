@@ -3,6 +3,7 @@
 import { closeSync, mkdirSync, openSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import Database from 'better-sqlite3';
+import { sql } from 'drizzle-orm';
 import { drizzle, type BetterSQLite3Database } from 'drizzle-orm/better-sqlite3';
 import { migrate } from 'drizzle-orm/better-sqlite3/migrator';
 import * as schema from './schema';
@@ -68,10 +69,14 @@ export function createDatabase(path: string): Db {
 }
 
 /**
- * Runs `work` in one IMMEDIATE transaction: the write lock is taken up front, so two
- * writers queue on busy_timeout instead of failing when a read turns into a write.
- * `work` must be synchronous (better-sqlite3 transactions cannot span an await).
+ * A statement built on first use and reused for the life of its repository: drizzle
+ * renders the SQL and better-sqlite3 prepares it once, not on every request. Built
+ * lazily so a repository can be created before the migrations that make its tables.
  */
-export function writeTransaction<T>(db: Db, work: () => T): T {
-  return db.$client.transaction(work).immediate();
+export function prepared<T>(build: () => T): () => T {
+  let statement: T | undefined;
+  return () => (statement ??= build());
 }
+
+/** A named parameter of a prepared statement, as `update().set()` accepts it (its types take SQL, not a bare placeholder). */
+export const bound = (name: string) => sql`${sql.placeholder(name)}`;

@@ -128,3 +128,11 @@ export const messages = sqliteTable(
     check('messages_status_check', sql`${t.status} in ('queued', 'sent')`),
   ],
 );
+
+// Rate-limit counters shared by every process on this file (WEB_CONCURRENCY workers):
+// one row per client key and window.
+export const rateLimits = sqliteTable('rate_limits', {
+  key: text('key').primaryKey(),
+  hits: integer('hits').notNull(),
+  resetAt: integer('reset_at').notNull(),
+});

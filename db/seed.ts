@@ -1,11 +1,8 @@
 // The demo catalogue `npm start` loads into a brand-new database, so a first run has
-// something to list and order. Written through the repositories, so it obeys the same
-// rules as the API (every pet gets its inventory entry, stock sets the status).
-import type { components } from '../generated/openapi';
-import { writeTransaction, type Db } from './client';
-import { createRepositories } from './repositories';
-
-type PetStatus = components['schemas']['PetStatus'];
+// something to list and order. Written through domain/, so it obeys the same rules as the
+// API (every pet gets its inventory entry, stock sets the status).
+import type { Store } from '../domain/store';
+import type { PetStatus } from '../domain/types';
 
 const demo: Array<{
   category: string;
@@ -35,19 +32,19 @@ const demo: Array<{
   },
 ];
 
-/** Loads the demo catalogue in one transaction: all of it or nothing. */
-export function seedDemoData(db: Db): { categories: number; pets: number } {
-  const repos = createRepositories(db);
-  return writeTransaction(db, () => {
-    let pets = 0;
-    for (const { category, description, pets: animals } of demo) {
-      const { id: categoryId } = repos.categories.create({ name: category, description });
-      for (const { name, stock, status } of animals) {
-        const pet = repos.pets.create({ name, categoryId, status: status ?? 'available' });
-        if (stock > 0) repos.inventory.setQuantity(pet.id, stock);
-        pets++;
-      }
+/**
+ * Loads the demo catalogue. Each step is one store rule, so a start interrupted halfway
+ * leaves a smaller catalogue, never a broken one; it runs only on a brand-new database.
+ */
+export async function seedDemoData(store: Store): Promise<{ categories: number; pets: number }> {
+  let pets = 0;
+  for (const { category, description, pets: animals } of demo) {
+    const { id: categoryId } = await store.categories.create({ name: category, description });
+    for (const { name, stock, status } of animals) {
+      const pet = await store.pets.create({ name, categoryId, status: status ?? 'available' });
+      if (stock > 0) await store.inventory.setQuantity(pet.id, stock);
+      pets++;
     }
-    return { categories: demo.length, pets };
-  });
+  }
+  return { categories: demo.length, pets };
 }

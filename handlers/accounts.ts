@@ -1,5 +1,5 @@
-import type { Account, Role } from '../db/accounts';
-import type { Repositories } from '../db/repositories';
+import type { Store } from '../domain/store';
+import type { Account, Role } from '../domain/types';
 import { ApiError, notFound } from '../server/errors';
 import type { HandlerModule } from '../server/operations';
 import { pageOf, pageRequest } from '../server/pagination';
@@ -10,7 +10,7 @@ import { generateApiKey, hashPassword } from '../server/security';
  * Sign-up uses it, and so does `npm run account:create`, the only way to make an admin.
  */
 export async function registerAccount(
-  repos: Repositories,
+  repos: Store,
   input: { email: string; password: string; role: Role },
 ): Promise<Account | null> {
   return repos.accounts.create({ email: input.email, passwordHash: await hashPassword(input.password), role: input.role });
@@ -23,12 +23,12 @@ export const accountsHandlers: HandlerModule<'accounts'> = {
     return { status: 201, body: account };
   },
 
-  createApiKey({ body, principal }, { repos }) {
+  async createApiKey({ body, principal }, { repos }) {
     if (body?.expiresAt !== undefined && Date.parse(body.expiresAt) <= Date.now()) {
       throw new ApiError('validation_failed', 'request/body/expiresAt must be in the future', 400);
     }
     const { key, ...stored } = generateApiKey();
-    const created = repos.apiKeys.create({
+    const created = await repos.apiKeys.create({
       accountId: principal.accountId,
       ...stored,
       ...(body?.name !== undefined && { name: body.name }),
@@ -37,14 +37,14 @@ export const accountsHandlers: HandlerModule<'accounts'> = {
     return { status: 201, body: { ...created, key } };
   },
 
-  listApiKeys({ query, principal, url }, { repos }) {
+  async listApiKeys({ query, principal, url }, { repos }) {
     const page = pageRequest(query);
-    const rows = repos.apiKeys.listForAccount(principal.accountId, { after: page.after, limit: page.fetch });
+    const rows = await repos.apiKeys.listForAccount(principal.accountId, { after: page.after, limit: page.fetch });
     return { status: 200, ...pageOf(rows, page, url) };
   },
 
-  revokeApiKey({ params, principal }, { repos }) {
-    if (!repos.apiKeys.revoke(principal.accountId, params.keyId)) throw notFound('API key', params.keyId);
+  async revokeApiKey({ params, principal }, { repos }) {
+    if (!(await repos.apiKeys.revoke(principal.accountId, params.keyId))) throw notFound('API key', params.keyId);
     return { status: 204 };
   },
 };

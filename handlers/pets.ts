@@ -3,32 +3,32 @@ import type { HandlerModule } from '../server/operations';
 import { pageOf, pageRequest } from '../server/pagination';
 
 export const petsHandlers: HandlerModule<'pets'> = {
-  listPets({ query, url }, { repos }) {
+  async listPets({ query, url }, { repos }) {
     const page = pageRequest(query);
     const { status, categoryId, ids } = query;
-    const rows = repos.pets.list({ status, categoryId, ids }, { after: page.after, limit: page.fetch });
+    const rows = await repos.pets.list({ status, categoryId, ids }, { after: page.after, limit: page.fetch });
     return { status: 200, ...pageOf(rows, page, url) };
   },
 
-  createPet({ body }, { repos }) {
-    const pet = repos.pets.create(body);
+  async createPet({ body }, { repos }) {
+    const pet = await repos.pets.create(body);
     return { status: 201, body: pet, headers: { Location: `/pets/${pet.id}` } };
   },
 
-  getPetById({ params }, { repos }) {
-    const pet = repos.pets.findById(params.petId);
+  async getPetById({ params }, { repos }) {
+    const pet = await repos.pets.findById(params.petId);
     if (!pet) throw notFound('Pet', params.petId);
     return { status: 200, body: pet };
   },
 
-  updatePet({ params, body }, { repos }) {
-    const pet = repos.pets.replace(params.petId, body);
+  async updatePet({ params, body }, { repos }) {
+    const pet = await repos.pets.replace(params.petId, body);
     if (!pet) throw notFound('Pet', params.petId);
     return { status: 200, body: pet };
   },
 
-  deletePet({ params }, { repos }) {
-    if (!repos.pets.remove(params.petId)) throw notFound('Pet', params.petId);
+  async deletePet({ params }, { repos }) {
+    if (!(await repos.pets.remove(params.petId))) throw notFound('Pet', params.petId);
     return { status: 204 };
   },
 };

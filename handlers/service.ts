@@ -1,4 +1,3 @@
-import { sql } from 'drizzle-orm';
 import { ApiError } from '../server/errors';
 import type { HandlerModule } from '../server/operations';
 
@@ -7,9 +6,9 @@ export const serviceHandlers: HandlerModule<'service'> = {
     return { status: 200, body: { status: 'ok' } };
   },
 
-  getReadiness(_input, { db }) {
+  async getReadiness(_input, { storage }) {
     try {
-      db.get(sql`select 1`);
+      await storage.ping();
     } catch {
       throw new ApiError('unavailable', 'The database is not reachable', 503);
     }

@@ -1,12 +1,12 @@
 // npm run account:create -- --email E [--password P] [--admin]
-// The only way to make an admin. Uses DATABASE_PATH like the service. Without
+// The only way to make an admin. Uses DATABASE_URL or DATABASE_PATH like the service. Without
 // --password the password is read from a prompt that does not echo it (on a terminal)
 // or from the first line of stdin (piped), so it need not appear in the shell history
 // or the process list.
 import { createInterface } from 'node:readline';
 import { parseArgs } from 'node:util';
-import { createDatabase } from '../db/client';
-import { createRepositories } from '../db/repositories';
+import { prepareStorage } from '../db/open';
+import { createStore } from '../domain/store';
 import { loadConfig } from '../server/config';
 import { registerAccount } from '../handlers/accounts';
 
@@ -67,15 +67,16 @@ async function main(): Promise<void> {
     process.exit(2);
   }
   const config = loadConfig();
-  const db = createDatabase(config.databasePath);
+  // Migrates like the service, but never loads the demo catalogue.
+  const { storage } = await prepareStorage({ ...config, seedDemoData: false });
   const role = values.admin ? 'admin' : 'customer';
-  const account = await registerAccount(createRepositories(db), { email: values.email, password, role });
-  db.$client.close();
+  const account = await registerAccount(createStore(storage), { email: values.email, password, role });
+  await storage.close();
   if (!account) {
     console.error(`An account with the email ${values.email} already exists.`);
     process.exit(1);
   }
-  console.log(`Created ${role} account ${account.id} <${account.email}> in ${config.databasePath}`);
+  console.log(`Created ${role} account ${account.id} <${account.email}> in ${config.databaseUrl ? 'the PostgreSQL database' : config.databasePath}`);
 }
 
 main().catch((error: unknown) => {

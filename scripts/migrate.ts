@@ -1,7 +1,17 @@
-// npm run db:migrate: applies db/migrations to DATABASE_PATH (the service also does this at start-up).
-import { createDatabase } from '../db/client';
+// npm run db:migrate: applies the migrations to DATABASE_URL (db/pg/migrations) or
+// DATABASE_PATH (db/migrations), as the service does at start-up; the step to run once
+// before a rolling deployment (README "Deployment").
+import { prepareStorage } from '../db/open';
 import { loadConfig } from '../server/config';
 
-const config = loadConfig();
-createDatabase(config.databasePath).$client.close();
-console.log(`Migrations applied to ${config.databasePath}`);
+async function main(): Promise<void> {
+  const config = loadConfig();
+  const { storage } = await prepareStorage({ ...config, seedDemoData: false });
+  await storage.close();
+  console.log(`Migrations applied to ${config.databaseUrl ? 'the PostgreSQL database' : config.databasePath}`);
+}
+
+main().catch((error: unknown) => {
+  console.error(error instanceof Error ? error.message : error);
+  process.exit(1);
+});

@@ -1,12 +1,14 @@
 // createApp builds the Express app and never listens: tests drive it in process,
 // server/main.ts serves it (server/http-server.ts). A request flows: request id ->
-// per-address rate limit -> access log -> failed-login limit -> body ->
-// express-openapi-validator (route, security, schema) -> per-account rate limit ->
-// handler -> error mapper.
+// (a stopping service says so; the probes answer here) -> deprecation -> per-address
+// rate limit -> access log -> failed-login limit -> body -> express-openapi-validator
+// (route, security, schema) -> per-account rate limit -> handler -> error mapper.
 import express, { type Express, type RequestHandler } from 'express';
 import * as OpenApiValidator from 'express-openapi-validator';
 import type { Db } from '../db/client';
-import { createRepositories } from '../db/repositories';
+import { createSqliteStorage } from '../db/sqlite-storage';
+import type { Storage } from '../domain/storage';
+import { createStore } from '../domain/store';
 import { handlers as defaultHandlers } from '../handlers';
 import { bodyReader, isStorableDateTime } from './body';
 import { createDocsRouter } from './docs';
@@ -17,13 +19,19 @@ import type { Lifecycle } from './http-server';
 import { accessLog, createLogger, type Logger } from './log';
 import { canonicalIntegers } from './params';
 import { registerOperations, type AppContext, type HandlerTable } from './operations';
-import { createRateLimiters, type RateLimitStoreFactory } from './rate-limit';
+import { createRateLimiters, memoryStores, type RateLimitStoreFactory } from './rate-limit';
+import { createRateLimitStore } from './rate-limit-store';
 import { requestId } from './request-id';
+import { servicePages } from './service-pages';
+import { cacheValidatorRouteMatchers } from './route-matchers';
 import { createSecurityHandlers } from './security';
 import { loadSpec, specRouter, type OpenApiDocument } from './spec';
 
 export interface AppOptions {
-  db: Db;
+  /** The database behind the storage port (db/open.ts). */
+  storage?: Storage;
+  /** A SQLite database, for callers that open one directly; wrapped in its storage. */
+  db?: Db;
   config: Config;
   /** The contract to serve; openapi.yaml unless a test passes a variant. */
   spec?: OpenApiDocument;
@@ -36,12 +44,19 @@ export interface AppOptions {
   lifecycle?: Lifecycle;
 }
 
-export function createApp({ db, config, spec = loadSpec(), log, handlers, rateLimitStores, lifecycle }: AppOptions): Express {
+export function createApp({ storage: given, db, config, spec = loadSpec(), log, handlers, rateLimitStores, lifecycle }: AppOptions): Express {
   const logger = log ?? createLogger(config.logLevel);
-  const repos = createRepositories(db);
-  const ctx: AppContext = { db, repos, config, log: logger };
+  const storage = given ?? (db ? createSqliteStorage(db) : undefined);
+  if (!storage) throw new Error('createApp needs a storage (or a SQLite db)');
+  const repos = createStore(storage);
+  const ctx: AppContext = { storage, repos, config, log: logger };
 
-  const limits = createRateLimiters(config, logger, rateLimitStores);
+  // Counters live where every process serving this database sees them: in the database
+  // on PostgreSQL or with WEB_CONCURRENCY workers; one process alone keeps them in memory,
+  // which spares the default path a write per request.
+  const shared = storage.engine === 'postgres' || config.webConcurrency > 1;
+  const stores = rateLimitStores ?? (shared ? (name: string) => createRateLimitStore(storage, name) : memoryStores);
+  const limits = createRateLimiters(config, logger, stores);
 
   const app = express();
   app.disable('x-powered-by');
@@ -52,6 +67,14 @@ export function createApp({ db, config, spec = loadSpec(), log, handlers, rateLi
   app.set('strict routing', true);
 
   app.use(requestId);
+  // A stopping service says so to the load balancer and lets each connection go.
+  app.use((req, res, next) => {
+    if (!lifecycle?.draining) return next();
+    res.setHeader('Connection', 'close');
+    if (req.path === '/readyz') return next(new ApiError('unavailable', 'The service is shutting down', 503));
+    next();
+  });
+  app.use(servicePages(spec, { ...defaultHandlers, ...handlers } as HandlerTable, ctx));
   // The API's GETs are not conditional (openapi.yaml documents no ETag and no 304), so
   // Express must not answer 304 to a bare `If-None-Match: *`; only /docs serves files
   // with validators.
@@ -70,13 +93,6 @@ export function createApp({ db, config, spec = loadSpec(), log, handlers, rateLi
     if (req.method === 'HEAD') req.method = 'GET';
     next();
   });
-  // A stopping service says so to the load balancer and lets each connection go.
-  app.use((req, res, next) => {
-    if (!lifecycle?.draining) return next();
-    res.setHeader('Connection', 'close');
-    if (req.path === '/readyz') return next(new ApiError('unavailable', 'The service is shutting down', 503));
-    next();
-  });
   app.use(limits.perAddress);
   app.use(accessLog(logger));
   app.use(limits.logins);
@@ -85,6 +101,7 @@ export function createApp({ db, config, spec = loadSpec(), log, handlers, rateLi
   app.use(createDocsRouter(spec));
   app.use(canonicalIntegers(spec));
   app.use(bodyReader(config.bodyLimitBytes));
+  cacheValidatorRouteMatchers();
   const validator = OpenApiValidator.middleware({
     // The validator annotates the document it is given; keep ours pristine.
     apiSpec: structuredClone(spec) as never,

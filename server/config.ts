@@ -47,6 +47,12 @@ const variables = z.object({
   PORT: int(0, 65535).default(3000),
   HOST: z.string().min(1).default('127.0.0.1'),
   DATABASE_PATH: z.string().min(1).default('./data/petstore.db'),
+  // When set, PostgreSQL instead of the SQLite file (README "Deployment").
+  DATABASE_URL: z
+    .string()
+    .regex(/^postgres(ql)?:\/\//, 'must be a postgres:// or postgresql:// URL')
+    .optional(),
+  WEB_CONCURRENCY: int(1, 64).default(1),
   RATE_LIMIT_PER_MINUTE: int(1, 1_000_000).default(600),
   RATE_LIMIT_PER_ADDRESS_PER_MINUTE: int(1, 10_000_000).optional(),
   LOGIN_FAILURES_PER_ACCOUNT: int(1, 1_000_000).default(10),
@@ -76,6 +82,10 @@ const schema = variables
     port: e.PORT,
     host: e.HOST,
     databasePath: e.DATABASE_PATH,
+    /** PostgreSQL instead of databasePath when set. */
+    databaseUrl: e.DATABASE_URL,
+    /** Worker processes sharing the port (server/cluster.ts). */
+    webConcurrency: e.WEB_CONCURRENCY,
     /** Requests a minute per account, counted after authentication. */
     rateLimitPerMinute: e.RATE_LIMIT_PER_MINUTE,
     /** Requests a minute per client address, counted before authentication. */

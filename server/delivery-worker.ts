@@ -1,45 +1,73 @@
-// Delivers queued messages inside the service. "Delivery" is recording it: there is no
-// external transport. The queue is the messages table, so what is still queued when
-// the process stops is picked up by the next start.
-import type { Db } from '../db/client';
-import { createMessagesRepository } from '../db/messages';
+// The service's periodic work. It delivers queued messages ("delivery" is recording it:
+// there is no external transport) and, now and then, forgets expired Idempotency-Keys
+// and rate-limit counters whose window has ended.
+// The queue is the messages table, so what is still queued when the process stops is
+// picked up by the next start, by whichever process or instance claims it first
+// (storage.deliverDue claims each message once).
+import { purgeExpiredKeys } from '../domain/idempotency';
+import type { Storage } from '../domain/storage';
 import type { Config } from './config';
 import type { Logger } from './log';
 
 export interface DeliveryWorker {
-  /** Stops the loop; resolves once no delivery is running. */
+  /** One pass now: delivers everything due (tests call it instead of waiting for a tick). */
+  runOnce(): Promise<string[]>;
+  /** Stops the loop; resolves once no pass is running. */
   stop(): Promise<void>;
 }
 
 const batchSize = 100;
+const purgeEveryMs = 10 * 60_000;
 
 export function startDeliveryWorker({
-  db,
+  storage,
   config,
   log,
   intervalMs = 100,
+  now = Date.now,
+  autostart = true,
 }: {
-  db: Db;
+  storage: Pick<Storage, 'deliverDue' | 'purgeIdempotency' | 'purgeRateLimits'>;
   config: Pick<Config, 'messageDeliveryDelayMs'>;
   log: Logger;
   intervalMs?: number;
+  /** The clock; tests pass their own. */
+  now?: () => number;
+  /** False: no timer, only runOnce (tests). */
+  autostart?: boolean;
 }): DeliveryWorker {
-  const messages = createMessagesRepository(db);
   let stopped = false;
   let timer: NodeJS.Timeout | undefined;
+  let running: Promise<unknown> = Promise.resolve();
+  let lastPurge = 0;
 
-  const tick = () => {
+  const pass = async (): Promise<string[]> => {
+    const at = now();
+    const due = new Date(at - config.messageDeliveryDelayMs).toISOString();
+    const all: string[] = [];
+    let delivered: string[];
+    // Drains a backlog in batches without holding a lock for all of it at once.
+    do {
+      delivered = await storage.deliverDue(due, new Date(at).toISOString(), batchSize);
+      if (delivered.length > 0) log.debug({ ids: delivered }, 'messages delivered');
+      all.push(...delivered);
+    } while (delivered.length === batchSize && !stopped);
+    if (at - lastPurge >= purgeEveryMs) {
+      lastPurge = at;
+      const purged = await purgeExpiredKeys(storage, new Date(at));
+      const counters = await storage.purgeRateLimits(at);
+      if (purged + counters > 0) log.debug({ purged, counters }, 'expired idempotency keys and rate-limit counters purged');
+    }
+    return all;
+  };
+
+  const tick = async () => {
     timer = undefined;
     if (stopped) return;
     try {
-      const now = Date.now();
-      const due = new Date(now - config.messageDeliveryDelayMs).toISOString();
-      let delivered: string[];
-      // Drains a backlog in batches without holding the write lock for all of it at once.
-      do {
-        delivered = messages.deliverDue(due, new Date(now).toISOString(), batchSize);
-        if (delivered.length > 0) log.debug({ ids: delivered }, 'messages delivered');
-      } while (delivered.length === batchSize && !stopped);
+      const current = pass();
+      running = current.catch(() => undefined);
+      await current;
     } catch (error) {
       // A busy or failing database must not kill the loop; the next tick retries.
       log.error({ err: error }, 'message delivery failed');
@@ -48,17 +76,19 @@ export function startDeliveryWorker({
   };
 
   const schedule = () => {
-    timer = setTimeout(tick, intervalMs);
+    timer = setTimeout(() => void tick(), intervalMs);
     // The worker alone must never keep the process alive.
     timer.unref();
   };
 
-  schedule();
+  if (autostart) schedule();
   return {
+    runOnce: () => pass(),
     async stop() {
       stopped = true;
       if (timer) clearTimeout(timer);
       timer = undefined;
+      await running;
     },
   };
 }

@@ -1,11 +1,29 @@
 // One error type and one error mapper: whatever fails (validation, auth, routing, body
 // parsing, size or rate limits, a bug) leaves as the contract's Error body.
 import type { ErrorRequestHandler, Request, Response } from 'express';
-import type { components } from '../generated/openapi';
+import { DomainError, type DomainCode, type ErrorCode } from '../domain/errors';
 import type { Logger } from './log';
 import './request-context';
 
-export type ErrorCode = components['schemas']['Error']['code'];
+export type { ErrorCode };
+
+/** The HTTP status of each refusal of a store rule (openapi.yaml documents each pair). */
+const domainStatus: Record<DomainCode, number> = {
+  not_found: 404,
+  conflict: 409,
+  pet_not_found: 422,
+  category_not_found: 422,
+  pet_not_available: 409,
+  insufficient_stock: 409,
+  pet_has_open_orders: 409,
+  category_in_use: 409,
+  order_completed: 409,
+  idempotency_key_reused: 409,
+};
+
+/** A store rule's refusal as the contract's error, with any headers the answer carries. */
+export const apiErrorOf = (error: { code: DomainCode; message: string }, headers: Record<string, string> = {}) =>
+  new ApiError(error.code, error.message, domainStatus[error.code], headers);
 
 export class ApiError extends Error {
   constructor(
@@ -55,6 +73,7 @@ function toApiError(err: unknown, req: Request): ApiError {
   // The validator re-wraps whatever a security handler throws as a bare HTTP error;
   // the handler keeps its own, with code, headers and cause, on the request.
   if (req.authError) return req.authError;
+  if (err instanceof DomainError) return apiErrorOf(err);
   const e = (typeof err === 'object' && err !== null ? err : {}) as HttpLikeError;
   const status = e.status ?? e.statusCode;
   switch (status) {

@@ -1,36 +1,34 @@
 // Serves createApp() on PORT: applies migrations (and loads the demo catalogue into a
 // brand-new database), listens, runs the message delivery worker, and on SIGTERM/SIGINT
 // drains (see server/http-server.ts), stops the worker, closes the database and exits 0.
-import { hasAppliedMigrations, migrateDatabase, openDatabase } from '../db/client';
-import { seedDemoData } from '../db/seed';
+// With WEB_CONCURRENCY > 1 this process is the cluster's primary (server/cluster.ts).
+import cluster from 'node:cluster';
+import { openStorage, prepareStorage } from '../db/open';
 import { createApp } from './app';
-import { ConfigError, loadConfig } from './config';
+import { startPrimary } from './cluster';
+import { ConfigError, loadConfig, type Config } from './config';
 import { startDeliveryWorker, type DeliveryWorker } from './delivery-worker';
 import { createHttpServer, type Lifecycle } from './http-server';
-import { createLogger } from './log';
+import { createLogger, type Logger } from './log';
 
-function main(): void {
+async function main(): Promise<void> {
   const config = loadConfig();
   const log = createLogger(config.logLevel);
-  const db = openDatabase(config.databasePath);
-  // Asked before migrating: afterwards every database looks used.
-  const brandNew = !hasAppliedMigrations(db);
-  migrateDatabase(db);
-  if (brandNew && config.seedDemoData) {
-    const seeded = seedDemoData(db);
-    log.info({ seeded }, 'New database: loaded the demo catalogue');
-  }
+  // WEB_CONCURRENCY > 1: this process migrates, forks the workers and serves nothing itself.
+  if (config.webConcurrency > 1 && cluster.isPrimary) return startPrimary(config, log);
+  // A cluster worker finds the database migrated by its primary.
+  const storage = cluster.isWorker ? openStorage(config) : await prepareMigratedStorage(config, log);
   const lifecycle: Lifecycle = { draining: false };
-  const app = createApp({ db, config, log, lifecycle });
+  const app = createApp({ storage, config, log, lifecycle });
   const { server, drain } = createHttpServer(app, config, lifecycle, log);
 
   let worker: DeliveryWorker | undefined;
   server.listen(config.port, config.host, () => {
-    worker = startDeliveryWorker({ db, config, log });
+    worker = startDeliveryWorker({ storage, config, log });
     const address = server.address();
     const port = typeof address === 'object' && address ? address.port : config.port;
     log.info(
-      { database: config.databasePath },
+      { database: config.databaseUrl ? 'PostgreSQL (DATABASE_URL)' : config.databasePath },
       `Pet store listening on http://${config.host}:${port}; API reference at http://${config.host}:${port}/docs`,
     );
   });
@@ -43,7 +41,7 @@ function main(): void {
     await drain();
     // The worker writes to the database, so it stops first.
     await worker?.stop();
-    db.$client.close();
+    await storage.close();
     log.info('Stopped');
     log.flush();
     process.exit(0);
@@ -52,9 +50,13 @@ function main(): void {
   process.on('SIGINT', () => void stop('SIGINT'));
 }
 
-try {
-  main();
-} catch (error) {
+async function prepareMigratedStorage(config: Config, log: Logger) {
+  const { storage, seeded } = await prepareStorage(config);
+  if (seeded) log.info({ seeded }, 'New database: loaded the demo catalogue');
+  return storage;
+}
+
+main().catch((error: unknown) => {
   console.error(error instanceof ConfigError ? error.message : error);
   process.exit(1);
-}
+});

@@ -6,8 +6,8 @@ import type { operations } from '../generated/openapi';
 import { operationTable, type OperationId, type OperationsByTag } from '../generated/operations';
 import type { Config } from './config';
 import type { Logger } from './log';
-import type { Repositories } from '../db/repositories';
-import type { Db } from '../db/client';
+import type { Storage } from '../domain/storage';
+import type { Store } from '../domain/store';
 import { principalOf, type Principal } from './security';
 import { ApiError } from './errors';
 
@@ -45,8 +45,9 @@ export type Result<K extends OperationId> = {
 
 /** Everything a handler may use besides its input. */
 export interface AppContext {
-  db: Db;
-  repos: Repositories;
+  storage: Storage;
+  /** The store rules and reads (domain/store.ts). */
+  repos: Store;
   config: Config;
   log: Logger;
 }

@@ -1,12 +1,9 @@
 // What the pipeline attaches to a request: the validator's match (`openapi`) and the
 // caller found by the security handlers (`principal`).
-import type { Role } from '../db/accounts';
+import type { Principal } from '../domain/types';
 import type { ApiError } from './errors';
 
-export interface Principal {
-  accountId: number;
-  role: Role;
-}
+export type { Principal };
 
 declare global {
   // eslint-disable-next-line @typescript-eslint/no-namespace

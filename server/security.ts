@@ -2,8 +2,8 @@
 // express-openapi-validator calls for the spec's bearerAuth and basicAuth schemes.
 import { createHash, randomBytes, scrypt, timingSafeEqual } from 'node:crypto';
 import type { Request } from 'express';
-import type { Principal } from './request-context';
-import type { Repositories } from '../db/repositories';
+import type { Store } from '../domain/store';
+import type { Principal } from '../domain/types';
 import { ApiError, forbidden, unauthorized } from './errors';
 
 export type { Principal };
@@ -89,21 +89,21 @@ function refuse(req: Request, error: ApiError): never {
 }
 
 /** A storage failure while checking credentials is a 500, never a 401 with its message. */
-function failClosed<T>(req: Request, work: () => T): T {
+async function failClosed<T>(req: Request, work: () => T | Promise<T>): Promise<T> {
   try {
-    return work();
+    return await work();
   } catch (cause) {
     return refuse(req, new ApiError('internal_error', 'Something went wrong on our side', 500, {}, { cause }));
   }
 }
 
-export function createSecurityHandlers(repos: Repositories) {
+export function createSecurityHandlers(repos: Store) {
   return {
     async bearerAuth(req: Request): Promise<boolean> {
       const credentials = credentialsOf(req);
       if (credentials.scheme !== 'bearer') refuse(req, unauthorized('The Authorization header must be `Bearer <key>`'));
       const keyHash = hashKey(credentials.key);
-      const owner = failClosed(req, () => repos.apiKeys.findOwnerByHash(keyHash));
+      const owner = await failClosed(req, () => repos.apiKeys.findOwnerByHash(keyHash));
       const now = Date.now();
       const valid =
         owner !== null &&
@@ -111,7 +111,7 @@ export function createSecurityHandlers(repos: Repositories) {
         (owner.expiresAt === null || Date.parse(owner.expiresAt) > now);
       if (!owner || !valid) refuse(req, unauthorized('The API key is not valid'));
       if (!owner.lastUsedAt || now - Date.parse(owner.lastUsedAt) >= touchIntervalMs) {
-        failClosed(req, () => repos.apiKeys.touch(owner.keyId, new Date(now).toISOString()));
+        await failClosed(req, () => repos.apiKeys.touch(owner.keyId, new Date(now).toISOString()));
       }
       const principal: Principal = { accountId: owner.accountId, role: owner.role };
       req.principal = principal;
@@ -123,7 +123,7 @@ export function createSecurityHandlers(repos: Repositories) {
     async basicAuth(req: Request): Promise<boolean> {
       const credentials = credentialsOf(req);
       if (credentials.scheme !== 'basic') refuse(req, unauthorized('The Authorization header must be `Basic base64(email:password)`'));
-      const account = failClosed(req, () => repos.accounts.findByEmail(credentials.email));
+      const account = await failClosed(req, () => repos.accounts.findByEmail(credentials.email));
       const ok = await verifyPassword(credentials.password, account?.passwordHash ?? decoyHash);
       if (!account || !ok) refuse(req, unauthorized('The email or password is wrong'));
       req.principal = { accountId: account.id, role: account.role };

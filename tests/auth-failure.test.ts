@@ -10,7 +10,7 @@ describe('a database error while checking credentials', () => {
     const logged = captureLog();
     const t = setupApp({ log: logged.log });
     const caller = await customer(t.app);
-    t.db.$client.exec('ALTER TABLE api_keys RENAME TO api_keys_gone');
+    await t.query('ALTER TABLE api_keys RENAME TO api_keys_gone');
     const res = await request(t.app).get('/pets').set(caller.auth);
     expectError(res, 500, 'internal_error');
     expect(res.body.message).not.toMatch(/api_keys|table|sqlite/i);
@@ -22,7 +22,7 @@ describe('a database error while checking credentials', () => {
   it('is a 500 internal_error for HTTP Basic', async () => {
     const t = setupApp();
     const caller = await customer(t.app);
-    t.db.$client.exec('ALTER TABLE accounts RENAME TO accounts_gone');
+    await t.query('ALTER TABLE accounts RENAME TO accounts_gone');
     const res = await request(t.app).post('/api-keys').auth(caller.email, password);
     expectError(res, 500, 'internal_error');
     expect(res.body.message).not.toMatch(/accounts|table|sqlite/i);

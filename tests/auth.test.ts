@@ -95,7 +95,7 @@ describe('Bearer: the 401 matrix', () => {
     const me = await customer(t.app);
     const key = await keyFor(t.app, me.email, password, { expiresAt: new Date(Date.now() + 60_000).toISOString() });
     expect((await request(t.app).get('/api-keys').set('Authorization', `Bearer ${key}`)).status).toBe(200);
-    t.db.$client.prepare("update api_keys set expires_at = '2001-01-01T00:00:00.000Z' where last_four = ?").run(key.slice(-4));
+    await t.query("update api_keys set expires_at = '2001-01-01T00:00:00.000Z' where last_four = ?", key.slice(-4));
     await expect401(`Bearer ${key}`, invalid);
   });
 

@@ -1,10 +1,17 @@
-// Builders shared by the test files. Every app gets its own migrated SQLite database.
+// Builders shared by the test files. Every app gets its own migrated database: a SQLite
+// file or :memory:, or, when TEST_DATABASE_URL names a PostgreSQL server (CI runs the
+// suite a second time under scripts/with-postgres.sh), a fresh database on it.
+import { randomBytes } from 'node:crypto';
 import request from 'supertest';
 import type { Express } from 'express';
+import { Client } from 'pg';
 import { createApp, type AppOptions } from '../server/app';
 import { loadConfig, type Config } from '../server/config';
 import { createDatabase, type Db } from '../db/client';
-import { createRepositories } from '../db/repositories';
+import { createPgStorage, migratePg, openPgDatabase } from '../db/pg/storage';
+import { createSqliteStorage } from '../db/sqlite-storage';
+import type { Storage } from '../domain/storage';
+import { createStore, type Store } from '../domain/store';
 import { registerAccount } from '../handlers/accounts';
 import { createLogger, type Logger } from '../server/log';
 
@@ -18,6 +25,9 @@ export function captureLog(level: Config['logLevel'] = 'debug'): { log: Logger; 
     text: () => written.join(''),
   };
 }
+
+/** The PostgreSQL server the suite runs on, or undefined for SQLite. */
+export const testDatabaseUrl = process.env.TEST_DATABASE_URL || undefined;
 
 export function testConfig(env: Record<string, string> = {}): Config {
   return loadConfig({
@@ -34,16 +44,90 @@ export function testConfig(env: Record<string, string> = {}): Config {
 
 export interface TestApp {
   app: Express;
-  db: Db;
+  storage: Storage;
+  repos: Store;
   config: Config;
+  /** Raw SQL on the app's database, `?` placeholders on both engines; the rows of a query. */
+  query(text: string, ...params: unknown[]): Promise<Array<Record<string, unknown>>>;
 }
 
-/** A fresh app on a fresh database (":memory:" unless a path is given). */
+const opened: Storage[] = [];
+// Under jest, each test file closes its PostgreSQL pools at the end; tests/browser/ runs
+// this module without jest.
+if (typeof afterAll === 'function') {
+  afterAll(async () => {
+    await Promise.all(opened.splice(0).map((s) => s.close()));
+  });
+}
+
+/** A fresh, migrated database on the test PostgreSQL server, as a connection URL. */
+export async function createPgDatabase(adminUrl: string, name: string): Promise<string> {
+  const client = new Client({ connectionString: adminUrl });
+  await client.connect();
+  try {
+    await client.query(`create database ${name}`);
+  } finally {
+    await client.end();
+  }
+  const url = new URL(adminUrl);
+  url.pathname = `/${name}`;
+  return url.toString();
+}
+
+/** A fresh storage: SQLite (":memory:" unless a path is given), or a new PostgreSQL database. */
+export function testStorage(databasePath?: string, given?: Db): { storage: Storage; query: TestApp['query'] } {
+  if (testDatabaseUrl && databasePath === undefined && given === undefined) {
+    // Jest reuses worker processes across files, so the pid alone does not make a name unique.
+    const name = `petstore_t${randomBytes(6).toString('hex')}`;
+    const url = createPgDatabase(testDatabaseUrl, name);
+    // Created and migrated in the background; every operation waits for it.
+    const ready = url.then(async (u) => {
+      const db = openPgDatabase(u, 5);
+      await migratePg(db);
+      return { db, storage: createPgStorage(db) };
+    });
+    const storage = new Proxy({} as Storage, {
+      get(_target, name) {
+        if (name === 'engine') return 'postgres';
+        return async (...args: unknown[]) => {
+          const real = (await ready).storage as unknown as Record<string | symbol, (...a: unknown[]) => unknown>;
+          return real[name]!(...args);
+        };
+      },
+    });
+    opened.push(storage);
+    const query: TestApp['query'] = async (text, ...params) => {
+      const { db } = await ready;
+      let n = 0;
+      const result = await db.$client.query(text.replace(/\?/g, () => `$${++n}`), params);
+      return result.rows;
+    };
+    return { storage, query };
+  }
+  const db = given ?? createDatabase(databasePath ?? ':memory:');
+  const storage = createSqliteStorage(db);
+  const query: TestApp['query'] = async (text, ...params) => {
+    const statement = db.$client.prepare(text);
+    if (statement.reader) return statement.all(...params) as Array<Record<string, unknown>>;
+    statement.run(...params);
+    return [];
+  };
+  return { storage, query };
+}
+
+/** A fresh app on a fresh database (see testStorage), or on the SQLite `db` given. */
 export function setupApp(options: Partial<AppOptions> & { databasePath?: string; env?: Record<string, string> } = {}): TestApp {
   const config = options.config ?? testConfig(options.env);
-  const db = options.db ?? createDatabase(options.databasePath ?? ':memory:');
-  const app = createApp({ ...options, db, config });
-  return { app, db, config };
+  const { storage, query } = options.storage ? { storage: options.storage, query: undefined } : testStorage(options.databasePath, options.db);
+  const { db: _sqlite, ...rest } = options;
+  const app = createApp({ ...rest, storage, config });
+  return {
+    app,
+    storage,
+    repos: createStore(storage),
+    config,
+    query: query ?? (() => Promise.reject(new Error('no raw SQL on a given storage'))),
+  };
 }
 
 /** A fresh app with an admin (`boss`) and a customer (`buyer`), made before the file's tests run. */
@@ -85,7 +169,7 @@ export async function customer(app: Express, email = uniqueEmail('customer')): P
 
 /** Admins exist only from the command line; this does what `npm run account:create -- --admin` does. */
 export async function admin(t: TestApp, email = uniqueEmail('admin')): Promise<Caller> {
-  const account = await registerAccount(createRepositories(t.db), { email, password, role: 'admin' });
+  const account = await registerAccount(t.repos, { email, password, role: 'admin' });
   if (!account) throw new Error(`could not create admin ${email}`);
   const key = await keyFor(t.app, email);
   return { key, email, accountId: account.id, auth: { Authorization: `Bearer ${key}` } };

@@ -4,14 +4,12 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import Database from 'better-sqlite3';
 import request from 'supertest';
-import { createRepositories } from '../db/repositories';
 import { startDeliveryWorker, type DeliveryWorker } from '../server/delivery-worker';
 import { createLogger } from '../server/log';
 import { customer, expectError, password, postWithoutContentType, setupApp, uniqueEmail, type Caller } from './helpers';
 import { eventually, startServer, type ServerProcess } from './server-process';
 
 const silent = createLogger('silent');
-const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
 describe('POST /messages', () => {
   const t = setupApp();
@@ -99,11 +97,11 @@ describe('POST /messages', () => {
     });
 
     it('queues nothing when refused', async () => {
-      const before = t.db.$client.prepare('select count(*) as n from messages').get() as { n: number };
+      const [before] = await t.query('select count(*) as n from messages');
       await post();
       await post().set('Authorization', `Token ${me.key}`);
-      const after = t.db.$client.prepare('select count(*) as n from messages').get() as { n: number };
-      expect(after.n).toBe(before.n);
+      const [after] = await t.query('select count(*) as n from messages');
+      expect(Number(after?.n)).toBe(Number(before?.n));
     });
   });
 });
@@ -144,8 +142,10 @@ describe('the delivery worker', () => {
   afterEach(async () => {
     await Promise.all(workers.splice(0).map((w) => w.stop()));
   });
-  const start = (messageDeliveryDelayMs: number) => {
-    const worker = startDeliveryWorker({ db: t.db, config: { messageDeliveryDelayMs }, log: silent, intervalMs: 20 });
+  // No timers: each test drives passes with runOnce() and its own clock.
+  let clock = Date.now();
+  const manual = (messageDeliveryDelayMs: number) => {
+    const worker = startDeliveryWorker({ storage: t.storage, config: { messageDeliveryDelayMs }, log: silent, now: () => clock, autostart: false });
     workers.push(worker);
     return worker;
   };
@@ -153,42 +153,80 @@ describe('the delivery worker', () => {
 
   it('moves a message from queued to sent, with sentAt', async () => {
     const me = await customer(t.app);
-    start(0);
     const sent = await request(t.app).post('/messages').set(me.auth).send({ message: 'deliver me' });
-    const delivered = await eventually(async () => {
-      const body = await statusOf(me, sent.body.id);
-      return body.status === 'sent' ? body : undefined;
-    }, 5_000);
+    clock = Date.now();
+    expect(await manual(0).runOnce()).toContain(sent.body.id);
+    const delivered = await statusOf(me, sent.body.id);
     expect(delivered).toEqual({ ...sent.body, status: 'sent', sentAt: expect.any(String) });
     expect(Date.parse(delivered.sentAt)).toBeGreaterThanOrEqual(Date.parse(delivered.createdAt));
   });
 
   it('waits MESSAGE_DELIVERY_DELAY_MS before delivering', async () => {
     const me = await customer(t.app);
-    start(60_000);
     const sent = await request(t.app).post('/messages').set(me.auth).send({ message: 'not yet' });
-    await sleep(200); // about ten ticks
+    const worker = manual(60_000);
+    clock = Date.parse(sent.body.createdAt) + 59_999;
+    expect(await worker.runOnce()).not.toContain(sent.body.id);
     expect((await statusOf(me, sent.body.id)).status).toBe('queued');
+    clock = Date.parse(sent.body.createdAt) + 60_000;
+    expect(await worker.runOnce()).toContain(sent.body.id);
+    expect((await statusOf(me, sent.body.id)).status).toBe('sent');
   });
 
-  it('delivers nothing once stopped', async () => {
+  it('runs passes on its own timer until stopped, and none after', async () => {
     const me = await customer(t.app);
-    await start(0).stop();
+    let passes = 0;
+    const counting = { ...t.storage, deliverDue: (...args: Parameters<typeof t.storage.deliverDue>) => (passes++, t.storage.deliverDue(...args)) };
+    const worker = startDeliveryWorker({ storage: counting, config: { messageDeliveryDelayMs: 0 }, log: silent, intervalMs: 5 });
+    workers.push(worker);
+    const first = await request(t.app).post('/messages').set(me.auth).send({ message: 'on a timer' });
+    await eventually(async () => ((await statusOf(me, first.body.id)).status === 'sent' ? true : undefined), 5_000);
+    await worker.stop();
+    const after = passes;
     const sent = await request(t.app).post('/messages').set(me.auth).send({ message: 'after stop' });
-    await sleep(200);
+    // A timer left running would make a pass here; the worker's own next tick is due in 5 ms.
+    await new Promise((r) => setTimeout(r, 50));
+    expect(passes).toBe(after);
     expect((await statusOf(me, sent.body.id)).status).toBe('queued');
   });
 
-  it('drains a backlog larger than one batch', async () => {
+  it('drains a backlog larger than one batch in one pass', async () => {
     const me = await customer(t.app);
-    const repos = createRepositories(t.db);
-    const ids = Array.from({ length: 250 }, (_, i) => repos.messages.enqueue(me.accountId, `b${i}`).id);
-    start(0);
-    await eventually(() => {
-      const { n } = t.db.$client.prepare("select count(*) as n from messages where status = 'queued'").get() as { n: number };
-      return n === 0 ? true : undefined;
-    }, 5_000);
-    expect((await statusOf(me, ids[249] as string)).status).toBe('sent');
+    const ids: string[] = [];
+    for (let i = 0; i < 250; i++) ids.push((await t.repos.messages.enqueue(me.accountId, `b${i}`)).id);
+    clock = Date.now();
+    const delivered = await manual(0).runOnce();
+    expect(delivered).toEqual(expect.arrayContaining(ids));
+    const [left] = await t.query("select count(*) as n from messages where status = 'queued'");
+    expect(Number(left?.n)).toBe(0);
+  });
+});
+
+describe('the periodic purge', () => {
+  const t = setupApp();
+
+  it('forgets Idempotency-Keys past 24 hours and ended rate-limit windows, and nothing else', async () => {
+    const me = await customer(t.app);
+    const category = await t.repos.categories.create({ name: 'Purged' });
+    const pet = await t.repos.pets.create({ name: 'Purgeable', categoryId: category.id });
+    await t.repos.inventory.setQuantity(pet.id, 5);
+    await t.repos.orders.place({ accountId: me.accountId, petId: pet.id, quantity: 1 }, 'old-key');
+    await t.repos.orders.place({ accountId: me.accountId, petId: pet.id, quantity: 1 }, 'new-key');
+    const now = Date.now();
+    await t.query("update idempotency_keys set created_at = ? where key = 'old-key'", new Date(now - 24 * 60 * 60 * 1000 - 1).toISOString());
+    await t.storage.hitRateLimit('ended', 60_000, now - 120_000);
+    await t.storage.hitRateLimit('running', 60_000, now);
+
+    const worker = startDeliveryWorker({ storage: t.storage, config: { messageDeliveryDelayMs: 0 }, log: silent, now: () => now, autostart: false });
+    await worker.runOnce();
+    await worker.stop();
+
+    const keys = await t.query('select key from idempotency_keys order by key');
+    expect(keys.map((r) => r.key)).toEqual(['new-key']);
+    // (On PostgreSQL the app's own limiter keeps its counters in the same table.)
+    const counters = (await t.query('select key from rate_limits')).map((r) => r.key);
+    expect(counters).toContain('running');
+    expect(counters).not.toContain('ended');
   });
 });
 

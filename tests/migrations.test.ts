@@ -12,7 +12,7 @@ describe('migrations', () => {
     const db = createDatabase(join(dir, 'a.db'));
     const sqlite = db.$client;
     const tables = (sqlite.prepare("select name from sqlite_master where type = 'table' and name not like '%sqlite%' and name not like '%drizzle%'").all() as Array<{ name: string }>).map((r) => r.name);
-    expect(tables.sort()).toEqual(['accounts', 'api_keys', 'categories', 'idempotency_keys', 'inventory', 'messages', 'orders', 'pets']);
+    expect(tables.sort()).toEqual(['accounts', 'api_keys', 'categories', 'idempotency_keys', 'inventory', 'messages', 'orders', 'pets', 'rate_limits']);
     expect(sqlite.pragma('journal_mode', { simple: true })).toBe('wal');
     expect(sqlite.pragma('foreign_keys', { simple: true })).toBe(1);
     expect(sqlite.pragma('busy_timeout', { simple: true })).toBe(5000);

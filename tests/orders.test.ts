@@ -304,7 +304,7 @@ describe('orders', () => {
       const pet = await createPet(t.app, boss, { stock: 5 });
       const first = await order(ada, { petId: pet.id }, 'old-key');
       const dayAgo = new Date(Date.now() - 24 * 60 * 60 * 1000 - 1000).toISOString();
-      t.db.$client.prepare("update idempotency_keys set created_at = ? where key = 'old-key'").run(dayAgo);
+      await t.query("update idempotency_keys set created_at = ? where key = 'old-key'", dayAgo);
 
       const later = await order(ada, { petId: pet.id }, 'old-key');
       expect(later.status).toBe(201);

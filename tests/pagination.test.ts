@@ -2,16 +2,17 @@
 // grows meanwhile never repeats or skips a record, and every page is one index range
 // scan, as cheap deep in the list as at its start.
 import request from 'supertest';
-import { createRepositories } from '../db/repositories';
+import { createDatabase } from '../db/client';
+import { createApp } from '../server/app';
 import { loadSpec } from '../server/spec';
-import { admin, customer, nextPage, setupApp, type Caller } from './helpers';
+import { admin, customer, nextPage, setupApp, testConfig, type Caller } from './helpers';
 
 type Row = { id?: number; petId?: number };
 const keyOf = (row: Row) => (row.id ?? row.petId) as number;
 
 describe('pagination', () => {
   const t = setupApp();
-  const repos = createRepositories(t.db);
+  const repos = t.repos;
   let boss: Caller;
   let buyer: Caller;
   let dogs: number;
@@ -21,16 +22,16 @@ describe('pagination', () => {
   beforeAll(async () => {
     boss = await admin(t);
     buyer = await customer(t.app);
-    dogs = repos.categories.create({ name: 'Paged dogs' }).id;
-    cats = repos.categories.create({ name: 'Paged cats' }).id;
+    dogs = (await repos.categories.create({ name: 'Paged dogs' })).id;
+    cats = (await repos.categories.create({ name: 'Paged cats' })).id;
     for (let i = 0; i < 250; i++) {
-      const pet = repos.pets.create({ name: `Pet ${i}`, categoryId: i % 2 ? cats : dogs, status: i % 5 === 0 ? 'sold' : 'available' });
+      const pet = await repos.pets.create({ name: `Pet ${i}`, categoryId: i % 2 ? cats : dogs, status: i % 5 === 0 ? 'sold' : 'available' });
       catalogue.push(pet.id);
     }
   });
 
   /** Follows Link rel="next" from `first`, calling `between` after each page; at most 100 pages. */
-  async function walk(first: string, who: Caller, between: () => void = () => {}): Promise<{ rows: Row[]; pages: number }> {
+  async function walk(first: string, who: Caller, between: () => Promise<void> = async () => {}): Promise<{ rows: Row[]; pages: number }> {
     const rows: Row[] = [];
     let path: string | undefined = first;
     let pages = 0;
@@ -41,7 +42,7 @@ describe('pagination', () => {
       rows.push(...(res.body as Row[]));
       pages++;
       path = nextPage(res);
-      between();
+      await between();
     }
     expect(path).toBeUndefined();
     return { rows, pages };
@@ -67,8 +68,8 @@ describe('pagination', () => {
   it('neither repeats nor skips a pet while pets are added between pages', async () => {
     const before = (await walk('/pets?limit=100', buyer)).rows.map(keyOf);
     let added = 0;
-    const { rows } = await walk('/pets?limit=17', buyer, () => {
-      for (let i = 0; i < 3; i++, added++) repos.pets.create({ name: `Latecomer ${added}`, categoryId: dogs });
+    const { rows } = await walk('/pets?limit=17', buyer, async () => {
+      for (let i = 0; i < 3; i++, added++) await repos.pets.create({ name: `Latecomer ${added}`, categoryId: dogs });
     });
     const seen = rows.map(keyOf);
     expectNoDuplicatesInOrder(seen);
@@ -93,9 +94,12 @@ describe('pagination', () => {
     expect(inventory.rows.map(keyOf)).toEqual(expect.arrayContaining(catalogue));
 
     const pet = catalogue[1] as number;
-    repos.inventory.setQuantity(pet, 50);
+    await repos.inventory.setQuantity(pet, 50);
     const placed: number[] = [];
-    for (let i = 0; i < 25; i++) placed.push(repos.orders.place({ accountId: buyer.accountId, petId: pet, quantity: 1 }).order.id as number);
+    for (let i = 0; i < 25; i++) {
+      const { outcome } = await repos.orders.place({ accountId: buyer.accountId, petId: pet, quantity: 1 });
+      if (outcome.ok) placed.push(outcome.value.id);
+    }
     const orders = await walk('/store/orders?limit=4&complete=false', buyer);
     expect(orders.rows.map(keyOf)).toEqual(placed);
   });
@@ -111,15 +115,26 @@ describe('pagination', () => {
     // Every list query is read from an index in id order: a range SEARCH, never a SCAN of
     // the table or a temporary sort, so page 10,000 costs what page 1 does.
     it('every list query is an index range search with no sort step', async () => {
+      // SQLite's plans, on a SQLite app of its own whichever engine the suite runs on.
+      const db = createDatabase(':memory:');
+      const t = setupApp({ db });
+      const boss = await admin(t);
+      const buyer = await customer(t.app);
+      const dogs = (await t.repos.categories.create({ name: 'Planned dogs' })).id;
+      const cats = (await t.repos.categories.create({ name: 'Planned cats' })).id;
+      for (let i = 0; i < 5; i++) await t.repos.pets.create({ name: `Planned ${i}`, categoryId: i % 2 ? cats : dogs });
       const seen = new Set<string>();
-      const client = t.db.$client;
+      const client = db.$client;
       const prepare = client.prepare.bind(client);
       client.prepare = ((sql: string) => {
         if (/^select/i.test(sql) && /\blimit\b/i.test(sql)) seen.add(sql);
         return prepare(sql);
-      });
+      }) as typeof client.prepare;
+      // Statements are prepared once per app, on first use: a fresh app over the same
+      // database prepares each of them again, where the hook sees it.
+      const app = createApp({ db, config: testConfig() });
       try {
-        const cursor = nextPage(await request(t.app).get('/pets?limit=1').set(buyer.auth))?.split('cursor=')[1];
+        const cursor = nextPage(await request(app).get('/pets?limit=1').set(buyer.auth))?.split('cursor=')[1];
         for (const path of [
           '/pets',
           '/pets?status=sold',
@@ -131,10 +146,10 @@ describe('pagination', () => {
           '/store/inventory?status=pending',
         ]) {
           const sep = path.includes('?') ? '&' : '?';
-          expect((await request(t.app).get(`${path}${sep}cursor=${cursor}`).set(buyer.auth)).status).toBe(200);
+          expect((await request(app).get(`${path}${sep}cursor=${cursor}`).set(buyer.auth)).status).toBe(200);
         }
         for (const path of ['/store/orders', '/store/orders?complete=true']) {
-          for (const who of [buyer, boss]) expect((await request(t.app).get(path).set(who.auth)).status).toBe(200);
+          for (const who of [buyer, boss]) expect((await request(app).get(path).set(who.auth)).status).toBe(200);
         }
       } finally {
         client.prepare = prepare;
@@ -156,11 +171,10 @@ describe('the default page size', () => {
   it("is the spec's Limit default, applied before the handler", async () => {
     const spec = loadSpec() as unknown as { components: { parameters: { Limit: { schema: { default: number } } } } };
     const t = setupApp();
-    const repos = createRepositories(t.db);
     const boss = await admin(t);
-    const category = repos.categories.create({ name: 'Default page' }).id;
+    const category = (await t.repos.categories.create({ name: 'Default page' })).id;
     const size = spec.components.parameters.Limit.schema.default;
-    for (let i = 0; i <= size; i++) repos.pets.create({ name: `Paged ${i}`, categoryId: category, status: 'available' });
+    for (let i = 0; i <= size; i++) await t.repos.pets.create({ name: `Paged ${i}`, categoryId: category, status: 'available' });
     const res = await request(t.app).get('/pets').set(boss.auth);
     expect(res.body).toHaveLength(size);
     expect(nextPage(res)).toBeDefined();

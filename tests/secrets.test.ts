@@ -8,8 +8,8 @@ import { customer, keyFor, password, setupApp } from './helpers';
 describe('the database file', () => {
   const dir = mkdtempSync(join(tmpdir(), 'petstore-secrets-'));
   const t = setupApp({ databasePath: join(dir, 'petstore.db') });
-  afterAll(() => {
-    t.db.$client.close();
+  afterAll(async () => {
+    await t.storage.close();
     rmSync(dir, { recursive: true, force: true });
   });
 
@@ -27,7 +27,7 @@ describe('the database file', () => {
     for (const secret of [me.key, second, me.key.slice(8), password]) {
       expect(bytes.includes(Buffer.from(secret))).toBe(false);
     }
-    const row = t.db.$client.prepare('select password_hash from accounts where email = ?').get(me.email) as { password_hash: string };
-    expect(row.password_hash).toMatch(/^scrypt\$16384\$8\$1\$/);
+    const [row] = (await t.query('select password_hash from accounts where email = ?', me.email)) as Array<{ password_hash: string }>;
+    expect(row?.password_hash).toMatch(/^scrypt\$16384\$8\$1\$/);
   });
 });

@@ -9,7 +9,8 @@ import { join } from 'node:path';
 import { promisify } from 'node:util';
 import { Worker } from 'node:worker_threads';
 import { createDatabase } from '../db/client';
-import { createRepositories } from '../db/repositories';
+import { createSqliteStorage } from '../db/sqlite-storage';
+import { createStore } from '../domain/store';
 import { admin, customer, password, setupApp, uniqueEmail } from './helpers';
 import { startServer, type ServerProcess } from './server-process';
 
@@ -230,24 +231,28 @@ describe('placing orders from four threads, each with its own connection to one 
     require('tsx/cjs');
     const { workerData, parentPort } = require('node:worker_threads');
     const { openDatabase } = require(workerData.root + '/db/client.ts');
-    const { createOrdersRepository } = require(workerData.root + '/db/orders.ts');
+    const { createSqliteStorage } = require(workerData.root + '/db/sqlite-storage.ts');
+    const { createStore } = require(workerData.root + '/domain/store.ts');
     const db = openDatabase(workerData.databasePath);
-    const orders = createOrdersRepository(db);
+    const { orders } = createStore(createSqliteStorage(db));
     const start = new Int32Array(workerData.start);
     parentPort.postMessage('ready');
     Atomics.wait(start, 0, 0, 30000);
-    const tally = { placed: 0, refused: 0, failures: [] };
-    for (let i = 0; i < workerData.attempts; i++) {
-      try {
-        orders.place({ accountId: workerData.accountId, petId: workerData.petId, quantity: 1 });
-        tally.placed++;
-      } catch (error) {
-        if (error.status === 409) tally.refused++;
-        else tally.failures.push(String(error && error.message));
+    (async () => {
+      const tally = { placed: 0, refused: 0, failures: [] };
+      for (let i = 0; i < workerData.attempts; i++) {
+        try {
+          const { outcome } = await orders.place({ accountId: workerData.accountId, petId: workerData.petId, quantity: 1 });
+          if (outcome.ok) tally.placed++;
+          else tally.failures.push(outcome.error.code);
+        } catch (error) {
+          if (error.code === 'insufficient_stock' || error.code === 'pet_not_available') tally.refused++;
+          else tally.failures.push(String(error && error.message));
+        }
       }
-    }
-    db.$client.close();
-    parentPort.postMessage(tally);
+      db.$client.close();
+      parentPort.postMessage(tally);
+    })();
   `;
 
   it('sell exactly the stock: 1,600 attempts against 1,000 units give 1,000 orders and stock 0', async () => {
@@ -255,11 +260,11 @@ describe('placing orders from four threads, each with its own connection to one 
     const databasePath = join(dir, 'petstore.db');
     try {
       const db = createDatabase(databasePath);
-      const repos = createRepositories(db);
-      const account = repos.accounts.create({ email: uniqueEmail('threads'), passwordHash: 'unused', role: 'customer' });
-      const category = repos.categories.create({ name: 'Threads' });
-      const pet = repos.pets.create({ name: 'Contended', categoryId: category.id });
-      repos.inventory.setQuantity(pet.id, 1000);
+      const repos = createStore(createSqliteStorage(db));
+      const account = await repos.accounts.create({ email: uniqueEmail('threads'), passwordHash: 'unused', role: 'customer' });
+      const category = await repos.categories.create({ name: 'Threads' });
+      const pet = await repos.pets.create({ name: 'Contended', categoryId: category.id });
+      await repos.inventory.setQuantity(pet.id, 1000);
 
       const start = new SharedArrayBuffer(4);
       const workerData = { root: repoRoot, databasePath, accountId: account?.id, petId: pet.id, attempts: 400, start };
@@ -280,7 +285,7 @@ describe('placing orders from four threads, each with its own connection to one 
       expect(tallies.flatMap((t) => t.failures)).toEqual([]);
       expect(tallies.reduce((sum, t) => sum + t.placed, 0)).toBe(1000);
       expect(tallies.reduce((sum, t) => sum + t.refused, 0)).toBe(600);
-      expect(repos.inventory.findByPetId(pet.id)).toEqual({ petId: pet.id, quantity: 0, status: 'pending' });
+      expect(await repos.inventory.findByPetId(pet.id)).toEqual({ petId: pet.id, quantity: 0, status: 'pending' });
       const sold = db.$client.prepare('select count(*) as n, sum(quantity) as units from orders where pet_id = ?').get(pet.id);
       expect(sold).toEqual({ n: 1000, units: 1000 });
       db.$client.close();

@@ -1,0 +1,128 @@
+// The storage port: what domain/ asks of a database, answered by db/sqlite-storage.ts
+// (better-sqlite3) and db/pg/storage.ts (node-postgres). Operations return plain data; no
+// rule lives behind them. Each returns `T | Promise<T>`: SQLite answers synchronously, so
+// its path costs no promise per statement, PostgreSQL answers with a promise; the domain
+// awaits either.
+//
+// Why an async domain over this port (rather than rules that run synchronously inside a
+// better-sqlite3 transaction): the rules are written once and awaited on both engines.
+// The SQLite storage makes that safe on its one connection by running `transaction(fn)` as
+// BEGIN IMMEDIATE ... COMMIT under an async mutex, and by making every operation outside a
+// transaction wait while one is open, so no other request's statement runs (or reads
+// uncommitted rows) inside it. tests/storage-interleaving.test.ts checks that.
+import type {
+  Account,
+  AccountWithSecret,
+  ApiKey,
+  Category,
+  InventoryItem,
+  KeyOwner,
+  Message,
+  Order,
+  Page,
+  Pet,
+  PetFilter,
+  PetStatus,
+  Principal,
+  Role,
+} from './types';
+
+export type Awaitable<T> = T | Promise<T>;
+
+export interface StoredIdempotency {
+  requestHash: string;
+  /** The JSON of the first request's Outcome. */
+  outcome: string;
+}
+
+export interface Queries {
+  insertAccount(input: { email: string; passwordHash: string; role: Role; createdAt: string }): Awaitable<Account | null>;
+  findAccountByEmail(email: string): Awaitable<AccountWithSecret | null>;
+
+  insertApiKey(input: {
+    accountId: number;
+    name?: string;
+    keyHash: string;
+    prefix: string;
+    lastFour: string;
+    expiresAt?: string;
+    createdAt: string;
+  }): Awaitable<ApiKey>;
+  findKeyOwner(keyHash: string): Awaitable<KeyOwner | null>;
+  listApiKeys(accountId: number, page: Page): Awaitable<ApiKey[]>;
+  /** False when the account has no such key; keeps the first revocation time. */
+  revokeApiKey(accountId: number, keyId: number, at: string): Awaitable<boolean>;
+  touchApiKey(keyId: number, at: string): Awaitable<void>;
+
+  listCategories(page: Page): Awaitable<Category[]>;
+  findCategory(id: number): Awaitable<Category | null>;
+  /** Locks the category row (FOR UPDATE) for the rest of the transaction; false when there is none. */
+  lockCategory(id: number): Awaitable<boolean>;
+  /** 'taken' when the unique name key is in use. */
+  insertCategory(input: { name: string; nameKey: string; description: string | null }): Awaitable<Category | 'taken'>;
+  /** Null when there is no such category; 'taken' when another has the name key. */
+  updateCategory(id: number, input: { name: string; nameKey: string; description: string | null }): Awaitable<Category | null | 'taken'>;
+  deleteCategory(id: number): Awaitable<void>;
+  /** Some pet of the category, or null. */
+  petInCategory(categoryId: number): Awaitable<number | null>;
+
+  listPets(filter: PetFilter, page: Page): Awaitable<Pet[]>;
+  findPet(id: number): Awaitable<Pet | null>;
+  /** Inserts the pet with its inventory entry at quantity 0. */
+  insertPet(input: { name: string; categoryId: number; status: PetStatus }): Awaitable<Pet>;
+  updatePet(id: number, input: { name: string; categoryId: number; status: PetStatus }): Awaitable<Pet | null>;
+  setPetStatus(id: number, status: PetStatus): Awaitable<void>;
+  /** Deletes the pet and its inventory entry. */
+  deletePet(id: number): Awaitable<void>;
+
+  listInventory(filter: { status?: PetStatus | undefined }, page: Page): Awaitable<InventoryItem[]>;
+  findInventory(petId: number): Awaitable<InventoryItem | null>;
+  /**
+   * The pet's stock and status, its stock row locked (FOR UPDATE) until the transaction
+   * ends: every rule that reads and then changes a pet's stock or status takes it first.
+   */
+  lockStock(petId: number): Awaitable<{ quantity: number; status: PetStatus } | null>;
+  setStock(petId: number, quantity: number): Awaitable<void>;
+
+  listOrders(viewer: Principal, filter: { complete?: boolean | undefined }, page: Page): Awaitable<Order[]>;
+  findOrder(viewer: Principal, id: number): Awaitable<Order | null>;
+  insertOrder(input: { accountId: number; petId: number; quantity: number; createdAt: string }): Awaitable<Order>;
+  completeOrder(id: number, shipDate: string): Awaitable<Order>;
+  deleteOrder(id: number): Awaitable<void>;
+  /** Some incomplete order of the pet, or null. */
+  openOrderOfPet(petId: number): Awaitable<number | null>;
+
+  /**
+   * Serialises requests with one (account, key) until the transaction ends (an advisory
+   * transaction lock on PostgreSQL; SQLite's write lock already does it).
+   */
+  lockIdempotencyKey(accountId: number, key: string): Awaitable<void>;
+  findIdempotency(accountId: number, key: string, notBefore: string): Awaitable<StoredIdempotency | null>;
+  saveIdempotency(accountId: number, key: string, record: StoredIdempotency, createdAt: string): Awaitable<void>;
+  purgeIdempotency(before: string): Awaitable<number>;
+
+  insertMessage(input: { id: string; accountId: number; message: string; createdAt: string }): Awaitable<Message>;
+  findMessage(accountId: number, id: string): Awaitable<Message | null>;
+  /**
+   * Claims and marks as sent up to `limit` queued messages created at or before
+   * `createdBefore`, oldest first; returns their ids. A message is claimed by one caller
+   * only, whichever process or instance asks (FOR UPDATE SKIP LOCKED on PostgreSQL, one
+   * statement under the write lock on SQLite).
+   */
+  deliverDue(createdBefore: string, sentAt: string, limit: number): Awaitable<string[]>;
+}
+
+export interface Storage extends Queries {
+  readonly engine: 'sqlite' | 'postgres';
+  /** Runs `work` in one write transaction; a throw rolls it back. */
+  transaction<T>(work: (tx: Queries) => Promise<T>): Promise<T>;
+  /** Rate-limit counters shared by every process on this database (server/rate-limit-store.ts). */
+  hitRateLimit(key: string, windowMs: number, now: number): Awaitable<{ hits: number; resetAt: number }>;
+  undoRateLimitHit(key: string): Awaitable<void>;
+  resetRateLimit(key: string): Awaitable<void>;
+  /** Forgets counters whose window ended before `now` (periodic work). */
+  purgeRateLimits(now: number): Awaitable<number>;
+  /** Throws when the database cannot answer. */
+  ping(): Awaitable<void>;
+  close(): Promise<void>;
+}

@@ -1,0 +1,50 @@
+// The data the domain works with: the contract's schemas, so storage hands handlers what
+// the spec describes and nothing is mapped twice.
+import type { components } from '../generated/openapi';
+
+type Schemas = components['schemas'];
+export type Account = Schemas['Account'];
+export type Role = Account['role'];
+export type ApiKey = Schemas['ApiKey'];
+export type Category = Schemas['Category'];
+export type NewCategory = Schemas['NewCategory'];
+export type Pet = Schemas['Pet'];
+export type PetStatus = Schemas['PetStatus'];
+export type InventoryItem = Schemas['InventoryItem'];
+/** An Order as stored: every field the contract leaves optional in requests is known. */
+export type Order = Required<Pick<Schemas['Order'], 'id' | 'petId' | 'quantity' | 'complete'>> & Pick<Schemas['Order'], 'shipDate'>;
+export type Message = Schemas['Message'];
+
+/** NewPet of the contract; over HTTP the validator has applied the spec's default status, other callers may omit it. */
+export type NewPet = Omit<Schemas['NewPet'], 'status'> & { status?: PetStatus };
+
+/** Who is asking (the authenticated caller): a customer sees only its own orders, an admin every order. */
+export interface Principal {
+  accountId: number;
+  role: Role;
+}
+
+export interface AccountWithSecret extends Account {
+  passwordHash: string;
+}
+
+export interface KeyOwner {
+  keyId: number;
+  accountId: number;
+  role: Role;
+  expiresAt: string | null;
+  revokedAt: string | null;
+  lastUsedAt: string | null;
+  keyHash: string;
+}
+
+export interface Page {
+  after: number;
+  limit: number;
+}
+
+export interface PetFilter {
+  status?: PetStatus | undefined;
+  categoryId?: number | undefined;
+  ids?: number[] | undefined;
+}

@@ -1,0 +1,485 @@
+// npm run bench, part 2: the service's throughput and tail latency beside its peers, in
+// one run. Each server is its own process: the service exactly as `npm start` runs it
+// (auth, request and response validation, rate limit, deprecation, logging, a SQLite
+// file with the demo catalogue, a customer's Bearer key), and the references in this
+// folder. One load generator (autocannon, in this process) drives them all with the same
+// connections and duration, after a warm-up, in interleaved rounds; with taskset the
+// servers run on core 0 and the load generator on core 1. Ratios are medians of the
+// per-round ratios, so drift in machine load hits both sides of each ratio alike.
+//
+// It is a benchmark, not a test: targets are marked met or not, and it exits 0 either
+// way; only a harness failure (a server that does not start) is an error.
+import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
+import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { createServer } from 'node:net';
+import { request as httpRequest } from 'node:http';
+import { cpus, loadavg, tmpdir } from 'node:os';
+import { join } from 'node:path';
+import autocannon from 'autocannon';
+import { openDatabase } from '../../db/client';
+import { createRepositories } from '../../db/repositories';
+
+const root = join(__dirname, '..', '..');
+const env = process.env;
+const num = (name: string, fallback: number) => {
+  const value = Number(env[name] ?? fallback);
+  if (!Number.isFinite(value) || value < 0) throw new Error(`${name} must be a number >= 0`);
+  return value;
+};
+const connections = num('BENCH_CONNECTIONS', 32);
+const durationS = num('BENCH_DURATION', 8);
+const warmupS = num('BENCH_WARMUP', 3);
+const rounds = Math.max(1, Math.floor(num('BENCH_LOAD_ROUNDS', 3)));
+const memoryFirst = Math.floor(num('BENCH_MEMORY_FIRST', 100_000));
+const memoryTotal = Math.floor(num('BENCH_MEMORY_REQUESTS', 1_000_000));
+const memoryCapS = num('BENCH_MEMORY_TIMEOUT', 300);
+const readyRuns = Math.floor(num('BENCH_READY_RUNS', 3));
+/** Comma-separated parts of target names to run (all when unset): for quick comparisons while working. */
+const only = (env.BENCH_ONLY ?? '').split(',').filter(Boolean);
+/** A pet of the demo catalogue: the GETs read it and the orders buy it. */
+const petId = 1;
+const maxStock = 1_000_000;
+
+const median = (xs: number[]) => {
+  const s = xs.filter((x) => Number.isFinite(x)).sort((a, b) => a - b);
+  if (s.length === 0) return NaN;
+  const mid = s.length >> 1;
+  return s.length % 2 ? (s[mid] as number) : ((s[mid - 1] as number) + (s[mid] as number)) / 2;
+};
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+
+const pinning = process.platform === 'linux' && spawnSync('taskset', ['-V']).status === 0;
+const cores = pinning ? (spawnSync('nproc').stdout?.toString().trim() ?? '1') : '1';
+const canPin = pinning && Number(cores) >= 2;
+
+// ---- processes -------------------------------------------------------------------
+
+const children = new Set<ChildProcess>();
+
+function killAll(): void {
+  for (const child of children) {
+    try {
+      // npm start runs in its own process group: signal the whole group.
+      if (child.spawnargs[0] === 'npm') process.kill(-(child.pid as number), 'SIGKILL');
+      else child.kill('SIGKILL');
+    } catch {
+      // already gone
+    }
+  }
+  children.clear();
+}
+
+async function freePort(): Promise<number> {
+  const server = createServer();
+  await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
+  const { port } = server.address() as { port: number };
+  await new Promise((r) => server.close(r));
+  return port;
+}
+
+/** One GET; resolves with the status, or 0 when nothing answers. Never rejects. */
+function probe(port: number, path: string, headers: Record<string, string> = {}): Promise<number> {
+  return new Promise((resolve) => {
+    const req = httpRequest({ host: '127.0.0.1', port, path, headers, agent: false, timeout: 1000 }, (res) => {
+      res.resume();
+      resolve(res.statusCode ?? 0);
+    });
+    req.on('error', () => resolve(0));
+    req.on('timeout', () => req.destroy());
+    req.end();
+  });
+}
+
+interface Server {
+  name: string;
+  port: number;
+  child: ChildProcess;
+  /** ms from spawn to the first 200 on the ready path. */
+  readyMs: number;
+}
+
+async function start(
+  name: string,
+  command: string[],
+  extraEnv: Record<string, string>,
+  ready: Load,
+  options: { pin?: boolean; group?: boolean; timeoutMs?: number } = {},
+): Promise<Server> {
+  const port = await freePort();
+  const [cmd, ...args] = options.pin && canPin ? ['taskset', '-c', '0', ...command] : command;
+  const began = performance.now();
+  const child = spawn(cmd as string, args, {
+    cwd: root,
+    env: { ...env, ...extraEnv, PORT: String(port) },
+    stdio: ['ignore', 'ignore', 'pipe'],
+    detached: options.group ?? false,
+  });
+  children.add(child);
+  let stderr = '';
+  child.stderr?.on('data', (chunk: Buffer) => {
+    if (stderr.length < 20_000) stderr += chunk.toString();
+  });
+  const deadline = began + (options.timeoutMs ?? 30_000);
+  while (performance.now() < deadline) {
+    if (child.exitCode !== null) break;
+    if ((await probe(port, ready.path, ready.headers)) === 200) return { name, port, child, readyMs: performance.now() - began };
+    await sleep(5);
+  }
+  await stop({ name, port, child, readyMs: NaN });
+  throw new Error(`${name} did not answer 200 on ${ready.path} in time. Its stderr:\n${stderr.slice(-4000)}`);
+}
+
+async function stop(server: Server): Promise<void> {
+  const { child } = server;
+  if (child.exitCode === null && child.signalCode === null) {
+    const exited = new Promise((r) => child.once('exit', r));
+    const group = child.spawnargs[0] === 'npm';
+    const signal = (sig: NodeJS.Signals) => {
+      try {
+        if (group) process.kill(-(child.pid as number), sig);
+        else child.kill(sig);
+      } catch {
+        // already gone
+      }
+    };
+    signal('SIGTERM');
+    const timer = setTimeout(() => signal('SIGKILL'), 5000);
+    await exited;
+    clearTimeout(timer);
+  }
+  children.delete(child);
+}
+
+/** `npm start` without npm: the same node command, so its pid is the service's own. */
+function serviceCommand(): string[] {
+  const pkg = JSON.parse(readFileSync(join(root, 'package.json'), 'utf8')) as { scripts: Record<string, string> };
+  const script = pkg.scripts.start ?? '';
+  const words = script.split(/\s+/).filter(Boolean);
+  if (words[0] !== 'node' || words.some((w) => /[&|;<>$`]/.test(w))) {
+    throw new Error(`package.json "start" is not a plain node command; the bench cannot mirror it: ${script}`);
+  }
+  return [process.execPath, ...words.slice(1)];
+}
+
+const node = (script: string) => [process.execPath, '--import', 'tsx', join(__dirname, script)];
+
+/** Resident set size of a process, in MiB (Linux /proc). */
+function rssMiB(pid: number): number {
+  const status = readFileSync(`/proc/${pid}/status`, 'utf8');
+  const kb = /VmRSS:\s+(\d+) kB/.exec(status)?.[1];
+  return kb ? Number(kb) / 1024 : NaN;
+}
+
+// ---- load ------------------------------------------------------------------------
+
+interface Load {
+  method?: 'GET' | 'POST';
+  path: string;
+  headers?: Record<string, string>;
+  body?: string;
+}
+
+interface Sample {
+  rps: number;
+  p50: number;
+  p99: number;
+  non2xx: number;
+  errors: number;
+}
+
+function fire(port: number, load: Load, seconds: number): Promise<Sample> {
+  return new Promise((resolve, reject) => {
+    autocannon(
+      {
+        url: `http://127.0.0.1:${port}${load.path}`,
+        connections,
+        duration: seconds,
+        method: load.method ?? 'GET',
+        headers: load.headers ?? {},
+        ...(load.body !== undefined && { body: load.body }),
+      },
+      (err: unknown, result: autocannon.Result) => {
+        if (err) return reject(err instanceof Error ? err : new Error(String(err)));
+        resolve({
+          rps: result.requests.total / (result.duration || seconds),
+          p50: result.latency.p50,
+          p99: result.latency.p99,
+          non2xx: result.non2xx,
+          errors: result.errors,
+        });
+      },
+    );
+  });
+}
+
+/** Exactly `amount` requests cycling through `loads`, or fewer if the cap is reached first. */
+function fireAmount(port: number, loads: Load[], amount: number, capS: number): Promise<{ done: number; seconds: number }> {
+  return new Promise((resolve, reject) => {
+    const began = performance.now();
+    const instance = autocannon(
+      {
+        url: `http://127.0.0.1:${port}`,
+        connections,
+        amount,
+        requests: loads.map((l) => ({ method: l.method ?? 'GET', path: l.path, headers: l.headers ?? {}, body: l.body })),
+      },
+      (err: unknown, result: autocannon.Result) => {
+        clearTimeout(cap);
+        if (err) return reject(err instanceof Error ? err : new Error(String(err)));
+        resolve({ done: result.requests.total, seconds: (performance.now() - began) / 1000 });
+      },
+    );
+    const cap = setTimeout(() => instance.stop(), capS * 1000);
+  });
+}
+
+// ---- the run ---------------------------------------------------------------------
+
+interface Target {
+  name: string;
+  server: () => Server;
+  load: Load;
+}
+
+const fmtRps = (x: number) => (x >= 10_000 ? `${(x / 1000).toFixed(1)}k` : `${(x / 1000).toFixed(2)}k`);
+const fmtMs = (x: number) => `${x.toFixed(x < 10 ? 1 : 0)} ms`;
+
+/** How busy the machine is: the load generator shares it with whatever else runs. */
+function machine(): string {
+  const [one, five] = loadavg();
+  return `${cpus().length} cores (${cpus()[0]?.model ?? 'unknown'}), load average ${one?.toFixed(2)} / ${five?.toFixed(2)} (1 / 5 min) before the run, node ${process.version}`;
+}
+
+/** A customer signs up and makes a key, over HTTP, as the README's first calls do. */
+async function customerKey(port: number): Promise<string> {
+  const base = `http://127.0.0.1:${port}`;
+  const email = 'bench@example.com';
+  const password = 'a long bench password';
+  const signUp = await fetch(`${base}/accounts`, {
+    method: 'POST',
+    headers: { 'Content-Type': 'application/json' },
+    body: JSON.stringify({ email, password }),
+  });
+  if (signUp.status !== 201) throw new Error(`POST /accounts answered ${signUp.status}`);
+  const made = await fetch(`${base}/api-keys`, {
+    method: 'POST',
+    headers: { Authorization: `Basic ${Buffer.from(`${email}:${password}`).toString('base64')}` },
+  });
+  const body = (await made.json()) as { key?: string };
+  if (made.status !== 201 || !body.key) throw new Error(`POST /api-keys answered ${made.status}`);
+  return body.key;
+}
+
+/** Stocks the ordered pet to the contract's maximum, so no order is refused for stock. */
+async function restock(databasePath: string): Promise<void> {
+  const db = openDatabase(databasePath);
+  try {
+    // Store rules are async since domain/ (issue 10): close the file only once it has run.
+    await createRepositories(db).inventory.setQuantity(petId, maxStock);
+  } finally {
+    db.$client.close();
+  }
+}
+
+interface Row {
+  target: Target;
+  samples: Sample[];
+}
+
+export async function benchThroughput(): Promise<void> {
+  const dir = mkdtempSync(join(tmpdir(), 'petstore-bench-'));
+  const databasePath = join(dir, 'petstore.db');
+  const serviceEnv = {
+    DATABASE_PATH: databasePath,
+    // The limiter runs as shipped; only its budget is raised above what the load sends.
+    RATE_LIMIT_PER_MINUTE: String(1_000_000),
+    HOST: '127.0.0.1',
+  };
+  const cleanup = () => {
+    killAll();
+    rmSync(dir, { recursive: true, force: true });
+  };
+  const onSignal = () => {
+    cleanup();
+    process.exit(130);
+  };
+  process.once('SIGINT', onSignal);
+  process.once('SIGTERM', onSignal);
+  process.once('exit', cleanup);
+  try {
+    console.log(
+      `\nThroughput: ${connections} keep-alive connections, ${warmupS} s warm-up, ${rounds} interleaved rounds of ${durationS} s per target, autocannon; ` +
+        (canPin ? 'servers pinned to core 0, load generator to core 1 (taskset).' : 'no pinning (taskset or a second core missing).'),
+    );
+    console.log(`Machine: ${machine()}`);
+    // The load generator (this process) on core 1; each server is started on core 0.
+    if (canPin) spawnSync('taskset', ['-a', '-p', '-c', '1', String(process.pid)], { stdio: 'ignore' });
+
+    // A brand-new database: the first start migrates it and loads the demo catalogue.
+    const service = await start('service', serviceCommand(), serviceEnv, { path: '/healthz' }, { pin: true });
+    const key = await customerKey(service.port);
+    const auth = { Authorization: `Bearer ${key}` };
+    await restock(databasePath);
+    const pet = { path: `/pets/${petId}`, headers: auth };
+    const refEnv = { DATABASE_PATH: databasePath };
+    const hello = await start('express-hello', node('express-hello.ts'), {}, { path: '/hello' }, { pin: true });
+    const naive = await start('naive', node('naive-express.ts'), refEnv, pet, { pin: true });
+    const fastify = await start('fastify', node('fastify.ts'), refEnv, pet, { pin: true });
+
+    const targets: Target[] = [
+      { name: 'bare Express 5, GET /hello', server: () => hello, load: { path: '/hello' } },
+      { name: 'naive Express + validator, GET /pets/1', server: () => naive, load: pet },
+      { name: 'Fastify 5 + schema, GET /pets/1', server: () => fastify, load: pet },
+      { name: 'service GET /pets/1', server: () => service, load: pet },
+      { name: 'service GET /pets?ids=1', server: () => service, load: { path: `/pets?ids=${petId}`, headers: auth } },
+      {
+        name: 'service POST /store/orders',
+        server: () => service,
+        load: {
+          method: 'POST',
+          path: '/store/orders',
+          headers: { ...auth, 'Content-Type': 'application/json' },
+          body: JSON.stringify({ petId, quantity: 1 }),
+        },
+      },
+      { name: 'service GET /healthz', server: () => service, load: { path: '/healthz' } },
+    ];
+    const chosen = only.length === 0 ? targets : targets.filter((t, i) => i === 0 || only.some((o) => t.name.includes(o)));
+    const rows: Row[] = chosen.map((target) => ({ target, samples: [] }));
+
+    for (const row of rows) await fire(row.target.server().port, row.target.load, warmupS);
+    for (let round = 0; round < rounds; round++) {
+      // Each round starts one target further on, so no target always follows the same one.
+      for (let i = 0; i < rows.length; i++) {
+        const row = rows[(i + round) % rows.length] as Row;
+        row.samples.push(await fire(row.target.server().port, row.target.load, durationS));
+      }
+    }
+    for (const server of [hello, naive, fastify, service]) await stop(server);
+
+    const memory = await memoryCheck(serviceEnv, auth);
+    const ready = await readiness(serviceEnv);
+    report(rows, memory, ready);
+  } finally {
+    cleanup();
+    process.off('SIGINT', onSignal);
+    process.off('SIGTERM', onSignal);
+    process.off('exit', cleanup);
+  }
+}
+
+interface Memory {
+  afterFirst: number;
+  afterTotal: number;
+  done: number;
+  seconds: number;
+}
+
+/** RSS of a fresh service after the first requests and after all of them, a mix of the hot routes. */
+async function memoryCheck(serviceEnv: Record<string, string>, auth: Record<string, string>): Promise<Memory | null> {
+  if (memoryTotal === 0 || !existsSync('/proc/self/status')) return null;
+  restock((serviceEnv.DATABASE_PATH as string));
+  const service = await start('service', serviceCommand(), serviceEnv, { path: '/healthz' }, { pin: true });
+  try {
+    const mix: Load[] = [
+      { path: `/pets/${petId}`, headers: auth },
+      { path: `/pets?ids=${petId},2`, headers: auth },
+      { path: '/healthz' },
+      {
+        method: 'POST',
+        path: '/store/orders',
+        headers: { ...auth, 'Content-Type': 'application/json' },
+        body: JSON.stringify({ petId, quantity: 1 }),
+      },
+    ];
+    const began = performance.now();
+    const first = await fireAmount(service.port, mix, memoryFirst, memoryCapS);
+    await sleep(1000);
+    const afterFirst = rssMiB(service.child.pid as number);
+    const left = Math.max(0, memoryCapS - (performance.now() - began) / 1000);
+    const rest = await fireAmount(service.port, mix, memoryTotal - memoryFirst, left);
+    await sleep(1000);
+    const afterTotal = rssMiB(service.child.pid as number);
+    return { afterFirst, afterTotal, done: first.done + rest.done, seconds: first.seconds + rest.seconds };
+  } finally {
+    await stop(service);
+  }
+}
+
+interface Ready {
+  direct: number[];
+  npm: number[];
+}
+
+/** ms from spawn to the first 200 from /healthz, on the existing database, by node and by `npm start`. */
+async function readiness(serviceEnv: Record<string, string>): Promise<Ready> {
+  const ready: Ready = { direct: [], npm: [] };
+  for (let i = 0; i < readyRuns; i++) {
+    const direct = await start('service', serviceCommand(), serviceEnv, { path: '/healthz' });
+    ready.direct.push(direct.readyMs);
+    await stop(direct);
+    const npm = await start('npm start', ['npm', 'start', '--silent'], serviceEnv, { path: '/healthz' }, { group: true });
+    ready.npm.push(npm.readyMs);
+    await stop(npm);
+  }
+  return ready;
+}
+
+function report(rows: Row[], memory: Memory | null, ready: Ready): void {
+  const med = (row: Row, key: keyof Sample) => median(row.samples.map((s) => s[key]));
+  const base = rows[0] as Row;
+  // autocannon reports latency in whole milliseconds.
+  console.log('\n| target | req/s | p50 | p99 | p99/p50 | vs bare Express | non-2xx |');
+  console.log('|---|---|---|---|---|---|---|');
+  for (const row of rows) {
+    const perRound = row.samples.map((s, i) => s.rps / (base.samples[i]?.rps ?? NaN));
+    const bad = row.samples.reduce((n, s) => n + s.non2xx + s.errors, 0);
+    console.log(
+      `| ${row.target.name} | ${fmtRps(med(row, 'rps'))} | ${fmtMs(med(row, 'p50'))} | ${fmtMs(med(row, 'p99'))} | ` +
+        `${med(row, 'p50') > 0 ? (med(row, 'p99') / med(row, 'p50')).toFixed(1) : '-'} | ${median(perRound).toFixed(2)} | ${bad} |`,
+    );
+  }
+  const byName = (name: string) => rows.find((r) => r.target.name === name);
+  /** Median over rounds of a/b: both measured in the same round. */
+  const ratio = (a: string, b: string) => {
+    const x = byName(a)?.samples ?? [];
+    const y = byName(b)?.samples ?? [];
+    return median(x.map((s, i) => s.rps / (y[i]?.rps ?? NaN)));
+  };
+  const lines: Array<[string, number, string, boolean]> = [];
+  const atLeast = (label: string, value: number, target: number) => lines.push([label, value, `>= ${target}`, value >= target]);
+  const atMost = (label: string, value: number, target: number, unit = '') =>
+    lines.push([label, value, `<= ${target}${unit}`, value <= target]);
+  const hello = 'bare Express 5, GET /hello';
+  const naive = 'naive Express + validator, GET /pets/1';
+  for (const route of ['service GET /pets/1', 'service GET /pets?ids=1']) {
+    atLeast(`${route} / bare Express`, ratio(route, hello), 0.5);
+    atLeast(`${route} / naive app`, ratio(route, naive), 0.85);
+  }
+  atLeast('service GET /healthz / bare Express', ratio('service GET /healthz', hello), 0.8);
+  atLeast('service POST /store/orders / GET /pets/1', ratio('service POST /store/orders', 'service GET /pets/1'), 0.6);
+  for (const row of rows.filter((r) => r.target.name.startsWith('service'))) {
+    atMost(`${row.target.name} p99 / p50`, median(row.samples.map((s) => s.p99 / s.p50)), 4);
+  }
+  if (ready.npm.length > 0) {
+    atMost('ready after npm start, existing database (ms)', median(ready.npm), 1000);
+    lines.push(['ready, same node command without npm (ms)', median(ready.direct), '', true]);
+  }
+  if (memory) {
+    atMost(
+      `RSS after ${(memory.done / 1e6).toFixed(2)}M / after ${(memoryFirst / 1e3).toFixed(0)}k requests (${memory.afterTotal.toFixed(0)} / ${memory.afterFirst.toFixed(0)} MiB)`,
+      memory.afterTotal / memory.afterFirst,
+      1.1,
+    );
+  }
+  console.log('\n| ratio (median of rounds) | value | target | |');
+  console.log('|---|---|---|---|');
+  for (const [label, value, target, met] of lines.filter(([, v]) => Number.isFinite(v))) {
+    const shown = Math.abs(value) >= 10 ? value.toFixed(0) : value.toFixed(2);
+    console.log(`| ${label} | ${shown} | ${target} | ${target ? (met ? 'met' : 'NOT met') : ''} |`);
+  }
+  if (memory && memory.done < memoryTotal) {
+    console.log(`(memory check stopped at its ${memoryCapS} s cap after ${memory.done} of ${memoryTotal} requests)`);
+  }
+  if (ready.npm.length > 0) console.log(`ready runs (ms): npm start ${ready.npm.map((x) => x.toFixed(0)).join(', ')}; node ${ready.direct.map((x) => x.toFixed(0)).join(', ')}`);
+}

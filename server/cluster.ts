@@ -1,0 +1,49 @@
+// WEB_CONCURRENCY=N (N > 1): every core of one machine. This primary process migrates the
+// database once (and seeds a brand-new one), then forks N workers that run server/main.ts
+// as usual and share the port through node:cluster. The guarantees of one process hold
+// across workers because they live in the database: stock rules are transactions,
+// messages are claimed once, rate-limit counters are rows (server/rate-limit-store.ts).
+//
+// SIGTERM/SIGINT are forwarded to every worker; each drains its requests and exits; the
+// primary exits 0 once all have (1 if any did not exit cleanly). A worker that dies on its
+// own is replaced.
+import cluster, { type Worker } from 'node:cluster';
+import { prepareStorage } from '../db/open';
+import type { Config } from './config';
+import type { Logger } from './log';
+
+export async function startPrimary(config: Config, log: Logger): Promise<void> {
+  const { storage, seeded } = await prepareStorage(config);
+  if (seeded) log.info({ seeded }, 'New database: loaded the demo catalogue');
+  // The primary serves nothing: its connection closes before the workers open theirs.
+  await storage.close();
+
+  let stopping = false;
+  let failed = false;
+  const fork = () => cluster.fork();
+
+  cluster.on('exit', (worker: Worker, code, signal) => {
+    if (!stopping) {
+      log.error({ pid: worker.process.pid, code, signal }, 'Worker died; starting another');
+      fork();
+      return;
+    }
+    if (code !== 0) failed = true;
+    if (Object.keys(cluster.workers ?? {}).length === 0) {
+      log.info('Stopped');
+      process.exit(failed ? 1 : 0);
+    }
+  });
+
+  const stop = (signal: NodeJS.Signals) => {
+    if (stopping) return;
+    stopping = true;
+    log.info(`${signal}: asking ${config.webConcurrency} workers to drain`);
+    for (const worker of Object.values(cluster.workers ?? {})) worker?.process.kill(signal);
+    if (Object.keys(cluster.workers ?? {}).length === 0) process.exit(0);
+  };
+  process.on('SIGTERM', () => stop('SIGTERM'));
+  process.on('SIGINT', () => stop('SIGINT'));
+
+  for (let i = 0; i < config.webConcurrency; i++) fork();
+}
