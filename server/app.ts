@@ -67,24 +67,22 @@ export function createApp({ storage: given, db, config, spec = loadSpec(), log, 
   app.set('strict routing', true);
 
   app.use(requestId);
-  // A stopping service says so to the load balancer and lets each connection go.
   app.use((req, res, next) => {
-    if (!lifecycle?.draining) return next();
-    res.setHeader('Connection', 'close');
-    if (req.path === '/readyz') return next(new ApiError('unavailable', 'The service is shutting down', 503));
-    next();
-  });
-  app.use(servicePages(spec, { ...defaultHandlers, ...handlers } as HandlerTable, ctx));
-  // The API's GETs are not conditional (openapi.yaml documents no ETag and no 304), so
-  // Express must not answer 304 to a bare `If-None-Match: *`; only /docs serves files
-  // with validators.
-  app.use((req, _res, next) => {
+    // The API's GETs are not conditional (openapi.yaml documents no ETag and no 304), so
+    // Express must not answer 304 to a bare `If-None-Match: *`; only /docs serves files
+    // with validators.
     if (!req.path.startsWith('/docs/')) {
       delete req.headers['if-none-match'];
       delete req.headers['if-modified-since'];
     }
+    // A stopping service says so to the load balancer and lets each connection go.
+    if (lifecycle?.draining) {
+      res.setHeader('Connection', 'close');
+      if (req.path === '/readyz') return next(new ApiError('unavailable', 'The service is shutting down', 503));
+    }
     next();
   });
+  app.use(servicePages(spec, { ...defaultHandlers, ...handlers } as HandlerTable, ctx));
   // First, so that every answer of a deprecated operation says so, a 401 or 429 included.
   app.use(deprecationHeaders(spec));
   // HEAD is GET without a body (RFC 9110); Node drops the body because the response was
