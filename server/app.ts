@@ -16,7 +16,7 @@ import { registerOperations, type AppContext, type HandlerTable } from './operat
 import { rateLimiter } from './rate-limit';
 import { requestId } from './request-id';
 import { createSecurityHandlers } from './security';
-import { loadSpec, specRouter, type OpenApiDocument } from './spec';
+import { loadSpec, operationsOf, specRouter, type OpenApiDocument } from './spec';
 
 export interface AppOptions {
   db: Db;
@@ -32,6 +32,7 @@ export function createApp({ db, config, spec = loadSpec(), log, handlers }: AppO
   const logger = log ?? createLogger(config.logLevel);
   const repos = createRepositories(db);
   const ctx: AppContext = { db, repos, config, log: logger };
+  const operations = operationsOf(spec);
 
   const app = express();
   app.disable('x-powered-by');
@@ -39,7 +40,7 @@ export function createApp({ db, config, spec = loadSpec(), log, handlers }: AppO
 
   app.use(requestId);
   // First, so that every answer of a deprecated operation says so, a 401 or 429 included.
-  app.use(deprecationHeaders(spec));
+  app.use(deprecationHeaders(operations));
   // HEAD is GET without a body (RFC 9110); Node drops the body because the response was
   // created for a HEAD request, so the GET operation can serve it.
   app.use((req, _res, next) => {
@@ -66,7 +67,7 @@ export function createApp({ db, config, spec = loadSpec(), log, handlers }: AppO
   });
   // The validator's handler type predates Express 5's typings; at run time they match.
   app.use(validator as unknown as RequestHandler[]);
-  registerOperations(app, spec, { ...defaultHandlers, ...handlers } as never, ctx);
+  registerOperations(app, operations, { ...defaultHandlers, ...handlers } as never, ctx);
   app.use((req, _res, next) => next(new ApiError('not_found', `Nothing is at ${req.method} ${req.path}`, 404)));
   app.use(errorMapper(logger));
   return app;
