@@ -56,7 +56,7 @@ export async function breakingChanges(before: Document, after: Document): Promis
   const found: Array<{ where: string; what: string }> = [];
   for (const result of results) {
     if (result.passed || result.exempted) continue;
-    found.push({ where: result.where ?? '', what: (result.error ?? result.name).replace(/ This is a breaking change\.?$/, '') });
+    found.push({ where: result.where ?? '', what: (result.error ?? result.name ?? 'breaking change').replace(/ This is a breaking change\.?$/, '') });
   }
   for (const change of changelog) {
     if (change.changeType !== 'changed') continue;
