@@ -468,6 +468,7 @@ export interface components {
         NewOrder: {
             petId: components["schemas"]["Id"];
             /**
+             * Format: int32
              * @description Number of units to order.
              * @default 1
              */
@@ -489,7 +490,10 @@ export interface components {
         Order: {
             id: components["schemas"]["Id"];
             petId: components["schemas"]["Id"];
-            /** @description Number of units ordered. */
+            /**
+             * Format: int32
+             * @description Number of units ordered.
+             */
             quantity: number;
             /**
              * Format: date-time
@@ -520,12 +524,18 @@ export interface components {
          */
         InventoryItem: {
             petId: components["schemas"]["Id"];
-            /** @description Current stock count. */
+            /**
+             * Format: int32
+             * @description Current stock count.
+             */
             quantity: number;
             status: components["schemas"]["PetStatus"];
         };
         InventoryUpdate: {
-            /** @description The new stock count. */
+            /**
+             * Format: int32
+             * @description The new stock count.
+             */
             quantity: number;
         };
         NewAccount: {
@@ -655,7 +665,10 @@ export interface components {
             code: "invalid_json" | "invalid_content_type" | "validation_failed" | "unauthorized" | "forbidden" | "not_found" | "method_not_allowed" | "conflict" | "pet_not_available" | "insufficient_stock" | "pet_has_open_orders" | "category_in_use" | "order_completed" | "idempotency_key_reused" | "payload_too_large" | "pet_not_found" | "category_not_found" | "rate_limited" | "internal_error" | "not_implemented" | "unavailable";
             /** @description Human-readable description; never a stack trace. */
             message: string;
-            /** @description The HTTP status code, equal to the response's. */
+            /**
+             * Format: int32
+             * @description The HTTP status code, equal to the response's.
+             */
             status: number;
         };
     };
@@ -1003,7 +1016,7 @@ export interface components {
         WWWAuthenticate: string;
         /** @description The methods the path supports. */
         Allow: string;
-        /** @description Seconds to wait before retrying. */
+        /** @description Seconds to wait before retrying, at most the one-minute window. */
         RetryAfter: number;
         /** @description The IETF RateLimit-Policy header, for example `"default";q=600;w=60`. */
         RateLimitPolicy: string;

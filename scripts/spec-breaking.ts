@@ -5,8 +5,8 @@
 //
 // The comparison is Optic's breaking-changes ruleset (@useoptic/standard-rulesets), run
 // on both documents dereferenced by @apidevtools/json-schema-ref-parser. Optic does not
-// treat a changed `format` (int64 -> int32) as a break; that one check is ours, read
-// from Optic's own changelog of the two documents.
+// treat a format replaced by another (int64 -> int32) as a break; that one check is
+// ours, read from Optic's own changelog of the two documents.
 import { execFileSync } from 'node:child_process';
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
@@ -62,7 +62,9 @@ export async function breakingChanges(before: Document, after: Document): Promis
     if (change.changeType !== 'changed') continue;
     const was = formatOf(change.changed.before);
     const now = formatOf(change.changed.after);
-    if (was !== now) found.push({ where: whereOf(change), what: `format changed from ${was ?? 'none'} to ${now ?? 'none'}` });
+    // Adding a format to a bounded integer (`minimum`/`maximum` inside int32) refuses
+    // nothing it accepted, so only a format replaced by another counts.
+    if (was !== undefined && now !== undefined && was !== now) found.push({ where: whereOf(change), what: `format changed from ${was ?? 'none'} to ${now ?? 'none'}` });
   }
   // A removed operation or status takes its fields with it: name only the removal.
   const removals = found.filter((f) => /cannot remove an operation|must not remove response status code/.test(f.what)).map((f) => f.where);
