@@ -3,13 +3,13 @@
 // valid traffic generated from the schemas and, for each operation, every kind of
 // invalid request; then delete what the run made, probe undeclared methods and unknown
 // paths, and tally which documented (operation, status) pairs were seen.
-import Ajv, { type ValidateFunction } from 'ajv';
-import addFormats from 'ajv-formats';
+import type { ValidateFunction } from 'ajv';
 import fc from 'fast-check';
 import { check, templateMatches, type Exchange, type Expectation } from './checks';
 import type { ResponseValidator } from './checks';
 import { arbitrary, brokenBodies, brokenValues, flatten, leastOf, Source, typeOf, type Override } from './generate';
 import type { HttpClient, ReceivedResponse, SentRequest } from './http';
+import { createAjv, toJsonSchema } from './schema';
 import { methods, successStatuses, type Contract, type Operation, type Param, type Producer, type Schema } from './spec';
 
 export interface Credentials {
@@ -88,6 +88,20 @@ const isSuccess = (status: number) => status >= 200 && status < 300;
 const b64 = (s: string) => Buffer.from(s, 'utf8').toString('base64');
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 
+/** How `generate` fills an operation's inputs. */
+interface GenerateOptions {
+  /** The resource whose id fills the item path parameter (`petId` of `/pets/{petId}`). */
+  target?: Resource;
+  /** Which of the live ids fills the other id parameters and fields, round robin. */
+  choice?: number;
+  /** Ids that no resource has, in place of live ones. */
+  dangling?: boolean;
+  /** The body with its required fields only, numbers at their minimum. */
+  least?: boolean;
+  /** Required parameters only (optional ones are otherwise included at random). */
+  requiredOnly?: boolean;
+}
+
 export class Run {
   readonly exchanges: Exchange[] = [];
   private readonly source: Source;
@@ -100,7 +114,7 @@ export class Run {
   private signedUp: Auth = {};
   private seq = 0;
   private waitedForRateLimitMs = 0;
-  private readonly coercing = newCoercingAjv();
+  private readonly coercing = createAjv({ coerceTypes: 'array' });
   private readonly textValidators = new Map<Param, ValidateFunction>();
 
   constructor(private readonly o: RunOptions) {
@@ -277,8 +291,8 @@ export class Run {
     return this.source.draw(arbitrary(s, this.contract.deref, undefined, true));
   }
 
-  /** Fills ids another operation made: `choice` picks among them, round robin. */
-  private override(choice: number, dangling = false): Override {
+  /** Fills ids another operation made: `choice` picks among them, round robin; `dangling` fills an id no resource has. */
+  private override(choice: number, dangling: boolean): Override {
     return (name, schema) => {
       if (!this.contract.producers.has(name)) return undefined;
       if (dangling) return fc.constant(this.dangling(schema));
@@ -288,7 +302,7 @@ export class Run {
     };
   }
 
-  private generate(op: Operation, target?: Resource, choice = 0, dangling = false, least = false, requiredOnly = false): Inputs {
+  private generate(op: Operation, { target, choice = 0, dangling = false, least = false, requiredOnly = false }: GenerateOptions = {}): Inputs {
     const deref = this.contract.deref;
     const override = this.override(choice, dangling);
     const pathParams: Record<string, unknown> = {};
@@ -387,7 +401,7 @@ export class Run {
     for (let i = 0; i < Math.max(this.o.runs, 2); i++) {
       // A business rule may refuse one parent (no stock, not available): try the next one.
       for (let next = 0; next < (usesIds ? 3 : 1); next++) {
-        const status = await attempt(this.generate(op, undefined, i + next), 'valid');
+        const status = await attempt(this.generate(op, { choice: i + next }), 'valid');
         if (status < 400 || status >= 500) break;
       }
     }
@@ -399,7 +413,7 @@ export class Run {
       await this.refreshParents(op);
       const parents = Math.max(...this.consumes(op).map((n) => this.live(n, true).length), 1);
       for (let choice = 0; choice < parents && made < wanted; choice++) {
-        await attempt(this.generate(op, undefined, choice + round, false, true), 'valid, the least the schema allows');
+        await attempt(this.generate(op, { choice: choice + round, least: true }), 'valid, the least the schema allows');
       }
     }
     if (first) {
@@ -408,7 +422,7 @@ export class Run {
     }
     await this.headerReplay(op);
     if (usesIds) {
-      const inputs = this.generate(op, undefined, 0, true);
+      const inputs = this.generate(op, { dangling: true });
       await this.send(op, 'a body naming ids that do not exist', { kind: 'invalid' }, this.build(op, inputs, auth));
     }
   }
@@ -421,7 +435,7 @@ export class Run {
         for (const [i, target] of this.live(param, true).entries()) {
           const auth = this.authFor(update, target.owner);
           if (!auth) continue;
-          await this.send(update, `valid, setting up ${param} ${String(target.id)} again for ${op.id}`, { kind: 'valid' }, this.build(update, this.generate(update, target, i), auth));
+          await this.send(update, `valid, setting up ${param} ${String(target.id)} again for ${op.id}`, { kind: 'valid' }, this.build(update, this.generate(update, { target, choice: i }), auth));
         }
       }
     }
@@ -441,7 +455,7 @@ export class Run {
     const ex = await this.send(op, `valid, with header ${headerParams.map((p) => p.name).join(', ')}`, { kind: 'valid' }, request);
     if (isSuccess(ex.response.status)) this.record(op, ex, inputs.body, auth);
     await this.send(op, 'the same request with the same headers again', { kind: 'valid' }, request);
-    const other = this.generate(op, undefined, 1);
+    const other = this.generate(op, { choice: 1 });
     if (JSON.stringify(other.body) !== JSON.stringify(inputs.body)) {
       await this.send(op, 'the same headers with another body', { kind: 'valid' }, this.build(op, { ...other, headers: inputs.headers }, auth));
     }
@@ -465,7 +479,7 @@ export class Run {
     // Updates leave the last resource as it was made, so later steps meet both kinds.
     const acted = mutating && targets.length > 1 ? targets.slice(0, -1) : targets;
     for (const [i, target] of acted.entries()) {
-      const inputs = this.generate(op, target, i);
+      const inputs = this.generate(op, { target, choice: i });
       await this.send(op, 'valid', { kind: 'valid' }, this.build(op, inputs, this.authFor(op, target.owner)!));
     }
     // Replacing one resource with the body another was made with (a duplicate name).
@@ -473,14 +487,14 @@ export class Run {
     const sameBody = op.body && producer.op.body && JSON.stringify(op.body.schema) === JSON.stringify(producer.op.body.schema);
     const last = targets[targets.length - 1];
     if (op.method === 'put' && sameBody && targets.length > 1 && last?.body !== undefined) {
-      const inputs = { ...this.generate(op, targets[0]), body: last.body };
+      const inputs = { ...this.generate(op, { target: targets[0] }), body: last.body };
       await this.send(op, `the body ${param} ${String(last.id)} was made with`, { kind: 'valid' }, this.build(op, inputs, this.authFor(op, targets[0]!.owner)!));
     }
     const schema = op.params.find((p) => p.name === param)!.schema;
     const ghost: Resource = { seq: -1, param, id: this.dangling(schema), producer, owner: this.customer, discovered: true, deleted: false };
-    await this.send(op, `a ${param} that does not exist`, { kind: 'invalid' }, this.build(op, this.generate(op, ghost), this.authFor(op)!));
+    await this.send(op, `a ${param} that does not exist`, { kind: 'invalid' }, this.build(op, this.generate(op, { target: ghost }), this.authFor(op)!));
     if (op.body && this.consumes(op).some((n) => n !== param) && targets[0]) {
-      const inputs = this.generate(op, targets[0], 0, true);
+      const inputs = this.generate(op, { target: targets[0], dangling: true });
       inputs.pathParams[param] = targets[0].id;
       await this.send(op, 'a body naming ids that do not exist', { kind: 'invalid' }, this.build(op, inputs, this.authFor(op, targets[0].owner)!));
     }
@@ -492,12 +506,12 @@ export class Run {
     const samples: Array<[string, Inputs]> = [];
     for (let i = 0; i < this.o.runs; i++) {
       // The first sample sends required parameters only: the plainest request must succeed.
-      samples.push(['valid', this.generate(op, undefined, i, false, false, i === 0)]);
+      samples.push(['valid', this.generate(op, { choice: i, requiredOnly: i === 0 })]);
     }
     // Integer query parameters at their minimum (a page of one), so a next page exists.
     const least = op.params.filter((p) => p.in === 'query' && typeOf(flatten(p.schema, this.contract.deref)) === 'integer' && typeof flatten(p.schema, this.contract.deref).minimum === 'number');
     if (least.length > 0) {
-      const inputs = this.generate(op, undefined, 0, false, false, true);
+      const inputs = this.generate(op, { requiredOnly: true });
       inputs.query.push(...least.map((p): [Param, unknown] => [p, flatten(p.schema, this.contract.deref).minimum]));
       samples.push([`valid, ${least.map((p) => p.name).join(', ')} at the minimum`, inputs]);
     }
@@ -528,7 +542,7 @@ export class Run {
     const param = this.itemParam(op);
     const target = param ? (op.method === 'get' ? (await this.available(param))[0] : this.live(param, true)[0]) : undefined;
     const auth = this.authFor(op, target?.owner);
-    const inputs = this.generate(op, target);
+    const inputs = this.generate(op, { target });
     if (param && !target) {
       const schema = op.params.find((p) => p.name === param)!.schema;
       inputs.pathParams[param] = this.dangling(schema);
@@ -595,8 +609,7 @@ export class Run {
     for (const [k, v] of Object.entries(s)) {
       out[k] = Array.isArray(v) ? v.map((x) => (x && typeof x === 'object' ? this.inline(x, depth + 1) : x)) : v && typeof v === 'object' && k !== 'enum' && k !== 'example' ? this.inline(v, depth + 1) : v;
     }
-    if (out.nullable === true && typeof out.type === 'string') out.type = [out.type, 'null'];
-    return out;
+    return toJsonSchema(out) as Schema;
   }
 
   /** Every malformed Authorization form is 401; a customer on an admin operation is 403. */
@@ -655,7 +668,7 @@ export class Run {
         const schema = op.params.find((p) => p.name === param)!.schema;
         const producer = this.contract.producers.get(param)!;
         const ghost: Resource = { seq: -1, param, id: this.dangling(schema), producer, owner: this.customer, discovered: true, deleted: false };
-        if (this.authFor(op)) await this.send(op, `a ${param} that does not exist`, { kind: 'invalid' }, this.build(op, this.generate(op, ghost), this.authFor(op)!));
+        if (this.authFor(op)) await this.send(op, `a ${param} that does not exist`, { kind: 'invalid' }, this.build(op, this.generate(op, { target: ghost }), this.authFor(op)!));
         if (this.live(param, true).length === 0) this.skipped.set(op.id, `no ${param} to delete: nothing made one in this run`);
       }
       await this.invalidTraffic(op);
@@ -665,15 +678,15 @@ export class Run {
       const op = byParam.get(r.param);
       const auth = op ? this.authFor(op, r.owner) : undefined;
       if (!op || !auth || r.deleted || r.discovered) return;
-      const ex = await this.send(op, 'valid', { kind: 'valid' }, this.build(op, this.generate(op, r), auth));
+      const ex = await this.send(op, 'valid', { kind: 'valid' }, this.build(op, this.generate(op, { target: r }), auth));
       if (!isSuccess(ex.response.status)) return;
       r.deleted = true;
       const get = this.contract.find('get', op.path);
       const getAuth = get ? this.authFor(get, r.owner) : undefined;
       if (get && getAuth) {
-        await this.send(get, `the ${r.param} after a successful DELETE`, { kind: 'status', status: 404 }, this.build(get, this.generate(get, r), getAuth));
+        await this.send(get, `the ${r.param} after a successful DELETE`, { kind: 'status', status: 404 }, this.build(get, this.generate(get, { target: r }), getAuth));
       }
-      await this.send(op, 'the same DELETE again', { kind: 'valid' }, this.build(op, this.generate(op, r), auth));
+      await this.send(op, 'the same DELETE again', { kind: 'valid' }, this.build(op, this.generate(op, { target: r }), auth));
     };
     // First in the order things were made (parents first: their dependants refuse it),
     // then the other way round, once the dependants are gone.
@@ -760,14 +773,6 @@ export class Run {
     }
     return this.skipped.get(op.id) && !['400', '401', '403'].includes(status) ? this.skipped.get(op.id) : undefined;
   }
-}
-
-function newCoercingAjv(): Ajv {
-  const ajv = new Ajv({ strict: false, coerceTypes: 'array' });
-  addFormats(ajv, { mode: 'full' });
-  ajv.addFormat('int64', { type: 'number', validate: (n: number) => Number.isSafeInteger(n) });
-  ajv.addFormat('int32', { type: 'number', validate: (n: number) => Number.isInteger(n) });
-  return ajv;
 }
 
 export const runSuite = (options: RunOptions) => new Run(options).run();
