@@ -291,36 +291,47 @@ export class Run {
     return this.source.draw(arbitrary(s, this.contract.deref, undefined, true));
   }
 
-  /** Fills ids another operation made: `choice` picks among them, round robin; `dangling` fills an id no resource has. */
-  private override(choice: number, dangling: boolean): Override {
+  /** Fills ids another operation made: `choice` picks among them, round robin (any of them without one); `dangling` fills an id no resource has. */
+  private override(choice: number | undefined, dangling: boolean): Override {
     return (name, schema) => {
       if (!this.contract.producers.has(name)) return undefined;
       if (dangling) return fc.constant(this.dangling(schema));
       const live = this.live(name);
       if (live.length === 0) return undefined;
-      return fc.constant(live[choice % live.length]!.id);
+      return choice === undefined ? fc.constantFrom(...live.map((r) => r.id)) : fc.constant(live[choice % live.length]!.id);
     };
   }
 
-  private generate(op: Operation, { target, choice = 0, dangling = false, least = false, requiredOnly = false }: GenerateOptions = {}): Inputs {
+  private generate(op: Operation, options: GenerateOptions = {}): Inputs {
+    return this.source.draw(this.inputs(op, { ...options, choice: options.choice ?? 0 }));
+  }
+
+  /**
+   * The inputs of a request as one fast-check arbitrary, so that a failing request can be
+   * shrunk: values toward the schema's least, optional parameters dropped. Without a
+   * `choice`, ids come from any live resource.
+   */
+  private inputs(op: Operation, { target, choice, dangling = false, least = false, requiredOnly = false }: GenerateOptions = {}): fc.Arbitrary<Inputs> {
     const deref = this.contract.deref;
     const override = this.override(choice, dangling);
-    const pathParams: Record<string, unknown> = {};
-    const query: Array<[Param, unknown]> = [];
-    const headers: Array<[Param, unknown]> = [];
+    const pathParams: Record<string, fc.Arbitrary<unknown>> = {};
+    const others: Array<fc.Arbitrary<[Param, unknown] | undefined>> = [];
     for (const p of op.params) {
       if (p.in === 'path') {
-        if (target && p.name === target.param) pathParams[p.name] = target.id;
-        else pathParams[p.name] = this.source.draw(override(p.name, p.schema) ?? arbitrary(p.schema, deref, override, true));
+        pathParams[p.name] = target && p.name === target.param ? fc.constant(target.id) : (override(p.name, p.schema) ?? arbitrary(p.schema, deref, override, true));
         continue;
       }
-      if (!p.required && (p.opaque || requiredOnly || this.source.next() < 0.5)) continue;
-      const value = this.source.draw(override(p.name, p.schema) ?? arbitrary(p.schema, deref, override, p.in === 'header'));
-      (p.in === 'query' ? query : headers).push([p, value]);
+      if (!p.required && (p.opaque || requiredOnly)) continue;
+      const value = (override(p.name, p.schema) ?? arbitrary(p.schema, deref, override, p.in === 'header')).map((v): [Param, unknown] => [p, v]);
+      // An optional parameter is sent half the time.
+      others.push(p.required ? value : fc.option(value, { nil: undefined, freq: 2 }));
     }
     const bodySchema = op.body && least ? leastOf(op.body.schema, deref) : op.body?.schema;
-    const body = bodySchema ? this.source.draw(arbitrary(bodySchema, deref, override)) : undefined;
-    return { pathParams, query, headers, body };
+    const body = bodySchema ? arbitrary(bodySchema, deref, override) : fc.constant(undefined);
+    return fc.record({ pathParams: fc.record(pathParams), others: fc.tuple(...others), body }).map(({ pathParams, others, body }) => {
+      const sent = others.filter((o): o is [Param, unknown] => o !== undefined);
+      return { pathParams, query: sent.filter(([p]) => p.in === 'query'), headers: sent.filter(([p]) => p.in === 'header'), body };
+    });
   }
 
   // ---- requests -----------------------------------------------------------------------
@@ -344,6 +355,18 @@ export class Run {
 
   /** Sends, checks and records one request. A 429 the suite did not ask for is waited out once. */
   private async send(op: Operation | undefined, label: string, expect: Expectation, request: SentRequest, extra: Partial<Exchange> = {}, client = this.o.client): Promise<Exchange> {
+    const exchange = await this.exchange(op, label, expect, request, extra, client);
+    this.keep(exchange);
+    return exchange;
+  }
+
+  private keep(exchange: Exchange): void {
+    this.exchanges.push(exchange);
+    this.o.onExchange?.(exchange);
+  }
+
+  /** Sends and checks one request, without recording it. */
+  private async exchange(op: Operation | undefined, label: string, expect: Expectation, request: SentRequest, extra: Partial<Exchange>, client: HttpClient): Promise<Exchange> {
     let response: ReceivedResponse;
     try {
       response = await client.send(request);
@@ -353,15 +376,15 @@ export class Run {
     const base = { opId: extra.opId ?? op?.id ?? '?', op, label, expect, request, response, ...extra };
     const failures = response.status === 0 ? [response.text] : check(base, this.contract, this.o.validator);
     const exchange: Exchange = { ...base, failures };
-    this.exchanges.push(exchange);
-    this.o.onExchange?.(exchange);
     const limited = response.status === 429 && client === this.o.client && !(expect.kind === 'status' && expect.status === 429);
     if (limited && this.waitedForRateLimitMs < 180_000) {
       const seconds = Math.min(60, Math.max(1, Number(response.headers['retry-after']) || 1));
       this.log(`  rate limited on ${op?.id ?? request.path}: waiting ${seconds}s as Retry-After says, then sending again`);
       this.waitedForRateLimitMs += seconds * 1000;
+      // The 429 is an answer like any other: checked and counted, whoever asked.
+      this.keep(exchange);
       await sleep(seconds * 1000);
-      return this.send(op, label, expect, request, extra, client);
+      return this.exchange(op, label, expect, request, extra, client);
     }
     return exchange;
   }
@@ -500,40 +523,63 @@ export class Run {
     }
   }
 
+  /**
+   * Valid requests as a fast-check property (`runs` of them): every answer must pass
+   * every check. When one fails, fast-check shrinks its inputs (smaller values, optional
+   * parameters left out) while the failure holds, and the smallest failing request is the
+   * one reported; the run's seed repeats it. The shrinking attempts are not recorded.
+   */
+  private async validProperty(op: Operation, label: string, inputs: fc.Arbitrary<Inputs>, auth: Record<string, string>, onPass?: (ex: Exchange, request: SentRequest) => Promise<void>): Promise<void> {
+    let smallest: Exchange | undefined;
+    const property = fc.asyncProperty(inputs, async (sample) => {
+      const request = this.build(op, sample, auth);
+      const ex = await this.exchange(op, label, { kind: 'valid' }, request, {}, this.o.client);
+      if (ex.failures.length > 0) {
+        smallest = ex;
+        return false;
+      }
+      if (!smallest) {
+        this.keep(ex);
+        await onPass?.(ex, request);
+      }
+      return true;
+    });
+    const details = await fc.check(property, { seed: this.source.int(2 ** 31), numRuns: this.o.runs });
+    if (smallest) this.keep({ ...smallest, label: `${label}, shrunk by fast-check to the smallest failing request (${details.numShrinks} steps)` });
+  }
+
   private async exerciseOther(op: Operation, auth: Record<string, string>): Promise<void> {
     let followed = false;
-    let first: SentRequest | undefined;
-    const samples: Array<[string, Inputs]> = [];
-    for (let i = 0; i < this.o.runs; i++) {
-      // The first sample sends required parameters only: the plainest request must succeed.
-      samples.push(['valid', this.generate(op, { choice: i, requiredOnly: i === 0 })]);
-    }
+    // The first page's Link rel="next" is followed once: the server's own cursor must work.
+    const followNext = async (ex: Exchange, request: SentRequest) => {
+      const next = /<([^>]+)>\s*;\s*rel="?next"?/.exec(ex.response.headers.link ?? '')?.[1];
+      if (!next || followed) return;
+      followed = true;
+      const url = new URL(next, this.o.client.url('/'));
+      const prefix = this.o.client.url('/').pathname.replace(/\/$/, '');
+      const path = url.pathname.slice(prefix.length) + url.search;
+      await this.send(op, 'the next page from Link rel="next"', { kind: 'valid' }, { ...request, path });
+    };
+
+    // The plainest request first: required parameters only must succeed.
+    const first = this.build(op, this.generate(op, { requiredOnly: true }), auth);
+    await followNext(await this.send(op, 'valid, required parameters only', { kind: 'valid' }, first), first);
     // Integer query parameters at their minimum (a page of one), so a next page exists.
     const least = op.params.filter((p) => p.in === 'query' && typeOf(flatten(p.schema, this.contract.deref)) === 'integer' && typeof flatten(p.schema, this.contract.deref).minimum === 'number');
     if (least.length > 0) {
       const inputs = this.generate(op, { requiredOnly: true });
       inputs.query.push(...least.map((p): [Param, unknown] => [p, flatten(p.schema, this.contract.deref).minimum]));
-      samples.push([`valid, ${least.map((p) => p.name).join(', ')} at the minimum`, inputs]);
-    }
-    for (const [label, inputs] of samples) {
       const request = this.build(op, inputs, auth);
-      first ??= request;
-      const ex = await this.send(op, label, { kind: 'valid' }, request);
-      const next = /<([^>]+)>\s*;\s*rel="?next"?/.exec(ex.response.headers.link ?? '')?.[1];
-      if (next && !followed) {
-        followed = true;
-        const url = new URL(next, this.o.client.url('/'));
-        const prefix = this.o.client.url('/').pathname.replace(/\/$/, '');
-        const path = url.pathname.slice(prefix.length) + url.search;
-        await this.send(op, 'the next page from Link rel="next"', { kind: 'valid' }, { ...request, path });
-      }
+      await followNext(await this.send(op, `valid, ${least.map((p) => p.name).join(', ')} at the minimum`, { kind: 'valid' }, request), request);
     }
+    await this.validProperty(op, 'valid', this.inputs(op), auth, followNext);
+
     if (op.method === 'get' && op.security === 'bearer' && auth.Authorization) {
       // The scheme name is case-insensitive (RFC 9110): `bearer` must work as `Bearer` does.
       const lower = { Authorization: auth.Authorization.replace(/^Bearer/, 'bearer') };
       await this.send(op, 'the scheme written "bearer"', { kind: 'not-status', status: 401 }, this.build(op, this.generate(op), lower));
     }
-    if (first && op.method === 'post') await this.send(op, 'the first valid request again, unchanged', { kind: 'valid' }, first);
+    if (op.method === 'post') await this.send(op, 'the first valid request again, unchanged', { kind: 'valid' }, first);
   }
 
   // ---- invalid traffic ----------------------------------------------------------------

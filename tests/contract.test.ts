@@ -85,6 +85,40 @@ describe('contract suite: checks', () => {
 });
 
 describe('contract suite: a whole run', () => {
+  it('shrinks a failing valid request to the smallest one that still fails', async () => {
+    // A list that breaks its documented shape only when asked for pages of 3 or more.
+    const asked = (url: string) => Number(/[?&]limit=(\d+)/.exec(url)?.[1] ?? 0);
+    const t = setupApp({
+      env: { VALIDATE_RESPONSES: 'false' },
+      handlers: {
+        listCategories: ({ url }) => ({ status: 200, body: asked(url) >= 3 ? ([{ id: 1, name: 'Dogs', colour: 'brown' }] as never) : [] }),
+      },
+    });
+    const { server, client } = await listen(t);
+    try {
+      const result = await runSuite({
+        client,
+        contract,
+        validator,
+        seed: 3,
+        runs: 10,
+        customerKey: (await customer(t.app)).key,
+        adminKey: (await admin(t)).key,
+        bodyLimitBytes: 65536,
+        rateLimitReason: 'not probed in this test',
+      });
+      // The property's valid requests (the "bearer" probe draws its own, unshrunk).
+      const failing = result.exchanges.filter((e) => e.opId === 'listCategories' && e.label.startsWith('valid') && e.failures.length > 0);
+      expect(failing.map((e) => ({ label: e.label, path: e.request.path }))).toEqual([
+        { label: expect.stringMatching(/^valid, shrunk by fast-check to the smallest failing request \(\d+ steps\)$/), path: '/categories?limit=3' },
+      ]);
+      expect(failing[0]!.failures.join('\n')).toContain('must NOT have additional properties "colour"');
+    } finally {
+      client.close();
+      server.close();
+    }
+  }, 120_000);
+
   it('reports a handler whose response breaks the documented shape, with the request and the seed', async () => {
     // The server's own response validation is off, as on a deployment that skips it.
     const t = setupApp({
