@@ -80,12 +80,13 @@ describe('README "Changing the contract", on a copy of the project', () => {
     expect(handler).toContain('listCategoryPets(');
   });
 
-  it('adds the operation and generates a stub the server answers 501 with', async () => {
+  // One story, in order, on the same copy: each step needs the one before.
+  it('adds the operation, answers 501 from the stub, 200 once filled, and names the handler left when it is removed', async () => {
     const spec = readFileSync(join(dir, 'openapi.yaml'), 'utf8');
     writeFileSync(join(dir, 'openapi.yaml'), spec.replace('\npaths:\n', `\npaths:\n${operation}`));
 
-    const generated = await run('npm', 'run', 'generate');
-    expect(generated).toEqual({ code: 0, out: expect.stringContaining('Wrote 501 stubs for listCategoryPets into handlers/categories.ts') });
+    // 1-2: the operation, then generate: a stub and nothing else changed.
+    expect(await run('npm', 'run', 'generate')).toEqual({ code: 0, out: expect.stringContaining('Wrote 501 stubs for listCategoryPets into handlers/categories.ts') });
     const module = readFileSync(join(dir, 'handlers/categories.ts'), 'utf8');
     expect(module).toContain(stub);
     // Existing code is kept: the module as it was, plus an import and the stub.
@@ -98,12 +99,11 @@ describe('README "Changing the contract", on a copy of the project', () => {
 
     expect(await run('npm', 'run', 'generate:check')).toEqual({ code: 1, out: expect.stringContaining('Not implemented (501 stubs left): listCategoryPets.') });
 
-    const { answer, log } = await callNewOperation(1);
-    expect(answer).toEqual({ status: 501, body: { code: 'not_implemented', message: expect.stringContaining('listCategoryPets'), status: 501 } });
-    expect(log).toMatch(/operations not implemented yet.*listCategoryPets/);
-  });
+    const stubbed = await callNewOperation(1);
+    expect(stubbed.answer).toEqual({ status: 501, body: { code: 'not_implemented', message: expect.stringContaining('listCategoryPets'), status: 501 } });
+    expect(stubbed.log).toMatch(/operations not implemented yet.*listCategoryPets/);
 
-  it('answers 200 once the stub is filled with the handler, which type-checks', async () => {
+    // 3: the handler in place of the stub.
     const file = join(dir, 'handlers/categories.ts');
     writeFileSync(file, readFileSync(file, 'utf8').replace(stub, handler));
     expect(await run('npm', 'run', 'generate:check')).toMatchObject({ code: 0 });
@@ -114,5 +114,13 @@ describe('README "Changing the contract", on a copy of the project', () => {
     expect(answer.body).toEqual(viaPets.body);
     expect((answer.body as unknown[]).length).toBeGreaterThan(0);
     expect(missing).toMatchObject({ status: 404, body: { code: 'not_found' } });
+
+    // The operation removed again: its handler is named as left behind.
+    const grown = readFileSync(join(dir, 'openapi.yaml'), 'utf8');
+    writeFileSync(join(dir, 'openapi.yaml'), grown.replace(operation, ''));
+    expect(await run('npm', 'run', 'generate')).toEqual({
+      code: 1,
+      out: expect.stringContaining('handlers/categories.ts: listCategoryPets has no operation in openapi.yaml any more; delete the handler'),
+    });
   });
 });
