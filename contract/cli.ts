@@ -104,7 +104,12 @@ async function main(): Promise<number> {
     } else {
       const rateLimit = 1_000_000;
       console.log('Starting the service on 127.0.0.1 with a fresh database…');
-      const service = await startService({ RATE_LIMIT_PER_MINUTE: String(rateLimit) });
+      // The suite sends many wrong Basic credentials on purpose: no login lockout here.
+      const service = await startService({
+        RATE_LIMIT_PER_MINUTE: String(rateLimit),
+        LOGIN_FAILURES_PER_ACCOUNT: String(rateLimit),
+        LOGIN_FAILURES_PER_ADDRESS: String(rateLimit),
+      });
       services.push(service);
       const limited = await startService({ RATE_LIMIT_PER_MINUTE: '1' });
       services.push(limited);

@@ -145,7 +145,7 @@ function strings(s: Schema, ascii: boolean): fc.Arbitrary<string> {
     case 'uri':
       return fc.webUrl();
   }
-  if (typeof s.pattern === 'string') return fc.stringMatching(new RegExp(s.pattern as string)).filter(fits);
+  if (typeof s.pattern === 'string') return fc.stringMatching(new RegExp(s.pattern)).filter(fits);
   return fc.string({ unit: ascii ? asciiChar : anyChar, minLength, maxLength });
 }
 

@@ -5,7 +5,7 @@ import fc from 'fast-check';
 import type { Exchange } from './checks';
 import { arbitrary, flatten, typeOf } from './generate';
 import type { SentRequest } from './http';
-import type { Operation, Param, Producer } from './spec';
+import type { Operation, Param } from './spec';
 import { invalidTraffic } from './phase-invalid';
 import { isSuccess, type Inputs, type Resource, type Run } from './runner';
 
@@ -14,7 +14,7 @@ export async function exercise(run: Run, op: Operation): Promise<void> {
   if (!auth) {
     run.skipped.set(op.id, op.role ? `needs a key with the ${op.role} role (--admin-key)` : 'no credentials for its security scheme');
   } else if (run.producerMade(op)) {
-    await exerciseCreate(run, op, run.producerMade(op)!);
+    await exerciseCreate(run, op);
   } else if (run.itemParam(op)) {
     await exerciseItem(run, op);
   } else {
@@ -23,7 +23,7 @@ export async function exercise(run: Run, op: Operation): Promise<void> {
   await invalidTraffic(run, op);
 }
 
-export async function exerciseCreate(run: Run, op: Operation, producer: Producer): Promise<void> {
+export async function exerciseCreate(run: Run, op: Operation): Promise<void> {
   const usesIds = run.consumes(op).length > 0;
   const auth = run.authFor(op)!;
   let made = 0;

@@ -15,7 +15,7 @@ import { createAjv } from './schema';
 import { coverage } from './coverage';
 import { deletePhase, rateLimitPhase, routingPhase } from './phase-cleanup';
 import { exercise } from './phase-valid';
-import { methods, successStatuses, type Contract, type Operation, type Param, type Producer, type Schema } from './spec';
+import { successStatuses, type Contract, type Operation, type Param, type Producer, type Schema } from './spec';
 
 export interface Credentials {
   email: string;

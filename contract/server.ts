@@ -46,7 +46,7 @@ export async function startService(env: Record<string, string>): Promise<LocalSe
         rmSync(dir, { recursive: true, force: true });
       }
     };
-    return { baseUrl: server.url, databasePath, output: server.log, stop };
+    return { baseUrl: server.url, databasePath, output: () => server.log(), stop };
   } catch (error) {
     rmSync(dir, { recursive: true, force: true });
     throw error;

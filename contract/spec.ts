@@ -67,7 +67,7 @@ export interface Contract {
   errorPointer?: string;
   find(method: string, path: string): Operation | undefined;
   /** Follows `$ref`s to the schema they name. */
-  deref(schema: unknown): Schema;
+  deref: (schema: unknown) => Schema;
 }
 
 export const defaultSpecPath = join(__dirname, '..', 'openapi.yaml');
@@ -94,7 +94,7 @@ export function buildContract(doc: Document): Contract {
     let where = pointer;
     for (let hops = 0; typeof current.$ref === 'string'; hops++) {
       if (hops > 32) throw new Error(`openapi.yaml: $ref loop at ${pointer}`);
-      where = current.$ref as string;
+      where = current.$ref;
       current = at(where) as Schema;
     }
     return { value: current, pointer: where };
@@ -185,7 +185,7 @@ function responseSpec(status: string, response: Schema, pointer: string): Respon
     status,
     schema: json?.schema as Schema | undefined,
     schemaPointer: json?.schema ? `${pointer}/content/${escape(jsonType!)}/schema` : undefined,
-    headers: Object.keys((response.headers ?? {}) as object),
+    headers: Object.keys(response.headers ?? {}),
   };
 }
 

@@ -1,6 +1,6 @@
 // Opens the SQLite file (or :memory:) with the pragmas the service relies on and applies
 // the committed migrations.
-import { mkdirSync } from 'node:fs';
+import { closeSync, mkdirSync, openSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import Database from 'better-sqlite3';
 import { drizzle, type BetterSQLite3Database } from 'drizzle-orm/better-sqlite3';
@@ -12,7 +12,13 @@ export type Db = BetterSQLite3Database<typeof schema> & { $client: Database.Data
 export const migrationsFolder = join(__dirname, 'migrations');
 
 export function openDatabase(path: string): Db {
-  if (path !== ':memory:') mkdirSync(dirname(path), { recursive: true });
+  if (path !== ':memory:') {
+    mkdirSync(dirname(path), { recursive: true, mode: 0o700 });
+    // Created owner-only before SQLite opens it: accounts, key hashes and orders are
+    // nobody else's business. SQLite gives the -wal and -shm files the database
+    // file's mode. 'a' leaves an existing file (and its mode) as it is.
+    closeSync(openSync(path, 'a', 0o600));
+  }
   const sqlite = new Database(path);
   sqlite.pragma('journal_mode = WAL');
   sqlite.pragma('synchronous = NORMAL');
@@ -20,6 +26,18 @@ export function openDatabase(path: string): Db {
   sqlite.pragma('busy_timeout = 5000');
   sqlite.pragma('foreign_keys = ON');
   return drizzle(sqlite, { schema });
+}
+
+/**
+ * True once any migration has been applied to this file. Asked before migrating, it
+ * tells a brand-new database (seed it) from an existing one (never touch its data).
+ */
+export function hasAppliedMigrations(db: Db): boolean {
+  const sqlite = db.$client;
+  const table = sqlite.prepare("select 1 from sqlite_master where type = 'table' and name = '__drizzle_migrations'").get();
+  if (!table) return false;
+  const { n } = sqlite.prepare('select count(*) as n from __drizzle_migrations').get() as { n: number };
+  return n > 0;
 }
 
 /**

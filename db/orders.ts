@@ -1,5 +1,5 @@
-// Orders and the store rules of PRODUCT.md section 4. Each rule is one function running
-// one IMMEDIATE transaction: it takes the write lock before reading, so what it checks
+// Orders and the store rules (docs/decisions.md, Store rules). Each rule is one function
+// running one IMMEDIATE transaction: it takes the write lock before reading, so what it checks
 // is still true when it writes, across connections and processes. A broken rule throws
 // the contract's ApiError, which rolls the transaction back; a missing row is null/false.
 import { and, asc, eq, gt, type SQL } from 'drizzle-orm';

@@ -35,18 +35,6 @@ const demo: Array<{
   },
 ];
 
-/**
- * True once any migration has been applied to this file. Asked before migrating, it
- * tells a brand-new database (seed it) from an existing one (never touch its data).
- */
-export function hasAppliedMigrations(db: Db): boolean {
-  const sqlite = db.$client;
-  const table = sqlite.prepare("select 1 from sqlite_master where type = 'table' and name = '__drizzle_migrations'").get();
-  if (!table) return false;
-  const { n } = sqlite.prepare('select count(*) as n from __drizzle_migrations').get() as { n: number };
-  return n > 0;
-}
-
 /** Loads the demo catalogue in one transaction: all of it or nothing. */
 export function seedDemoData(db: Db): { categories: number; pets: number } {
   const repos = createRepositories(db);

@@ -644,7 +644,10 @@ export interface components {
             /**
              * @description Machine-readable error code. The set is closed and stable:
              *
-             *     - `invalid_json` 400: the body is not JSON.
+             *     - `bad_request` 400: the HTTP request itself is malformed (request line,
+             *       method or headers), answered before any operation is matched.
+             *     - `invalid_json` 400: the body is not JSON, not UTF-8, or holds a lone
+             *       surrogate escape.
              *     - `invalid_content_type` 400: a body without `Content-Type: application/json`.
              *     - `validation_failed` 400: a parameter or field breaks the schema.
              *     - `unauthorized` 401: no valid credentials.
@@ -654,7 +657,11 @@ export interface components {
              *     - `conflict` 409: a duplicate name or email.
              *     - `pet_not_available`, `insufficient_stock`, `pet_has_open_orders`,
              *       `category_in_use`, `order_completed`, `idempotency_key_reused` 409.
+             *     - `request_timeout` 408: the request's headers or body did not arrive in time.
+             *     - `precondition_failed` 412, `range_not_satisfiable` 416: a conditional or
+             *       Range request on the reference's static files (`/docs/assets`).
              *     - `payload_too_large` 413: the body is over 64 KiB.
+             *     - `headers_too_large` 431: the request's headers are too large.
              *     - `pet_not_found`, `category_not_found` 422.
              *     - `rate_limited` 429.
              *     - `internal_error` 500: a failure on the service's side.
@@ -662,7 +669,7 @@ export interface components {
              *     - `unavailable` 503: the database does not answer.
              * @enum {string}
              */
-            code: "invalid_json" | "invalid_content_type" | "validation_failed" | "unauthorized" | "forbidden" | "not_found" | "method_not_allowed" | "conflict" | "pet_not_available" | "insufficient_stock" | "pet_has_open_orders" | "category_in_use" | "order_completed" | "idempotency_key_reused" | "payload_too_large" | "pet_not_found" | "category_not_found" | "rate_limited" | "internal_error" | "not_implemented" | "unavailable";
+            code: "bad_request" | "invalid_json" | "invalid_content_type" | "validation_failed" | "unauthorized" | "forbidden" | "not_found" | "method_not_allowed" | "conflict" | "pet_not_available" | "insufficient_stock" | "pet_has_open_orders" | "category_in_use" | "order_completed" | "idempotency_key_reused" | "request_timeout" | "precondition_failed" | "payload_too_large" | "range_not_satisfiable" | "headers_too_large" | "pet_not_found" | "category_not_found" | "rate_limited" | "internal_error" | "not_implemented" | "unavailable";
             /** @description Human-readable description; never a stack trace. */
             message: string;
             /**
@@ -896,7 +903,7 @@ export interface components {
                 "application/json": components["schemas"]["Error"];
             };
         };
-        /** @description `rate_limited`: too many requests for this key or address; wait `Retry-After` seconds. */
+        /** @description `rate_limited`: too many requests from this address or for this account, or too many failed logins; wait `Retry-After` seconds. */
         TooManyRequests: {
             headers: {
                 "Retry-After": components["headers"]["RetryAfter"];

@@ -1,7 +1,20 @@
+import type { Account, Role } from '../db/accounts';
+import type { Repositories } from '../db/repositories';
 import { ApiError, notFound } from '../server/errors';
 import type { HandlerModule } from '../server/operations';
 import { pageOf, pageRequest } from '../server/pagination';
-import { generateApiKey, registerAccount } from '../server/security';
+import { generateApiKey, hashPassword } from '../server/security';
+
+/**
+ * Creates an account with an scrypt-hashed password; null when the email is taken.
+ * Sign-up uses it, and so does `npm run account:create`, the only way to make an admin.
+ */
+export async function registerAccount(
+  repos: Repositories,
+  input: { email: string; password: string; role: Role },
+): Promise<Account | null> {
+  return repos.accounts.create({ email: input.email, passwordHash: await hashPassword(input.password), role: input.role });
+}
 
 export const accountsHandlers: HandlerModule<'accounts'> = {
   async createAccount({ body }, { repos }) {

@@ -1,10 +1,53 @@
-// npm run account:create -- --email E --password P [--admin]
-// The only way to make an admin. Uses DATABASE_PATH like the service.
+// npm run account:create -- --email E [--password P] [--admin]
+// The only way to make an admin. Uses DATABASE_PATH like the service. Without
+// --password the password is read from a prompt that does not echo it (on a terminal)
+// or from the first line of stdin (piped), so it need not appear in the shell history
+// or the process list.
+import { createInterface } from 'node:readline';
 import { parseArgs } from 'node:util';
 import { createDatabase } from '../db/client';
 import { createRepositories } from '../db/repositories';
 import { loadConfig } from '../server/config';
-import { registerAccount } from '../server/security';
+import { registerAccount } from '../handlers/accounts';
+
+const usage =
+  'Usage: npm run account:create -- --email EMAIL [--password PASSWORD] [--admin]\n' +
+  'The password (8+ characters) is asked for, or read from stdin, when --password is not given.';
+
+/** A prompt that echoes nothing of what is typed. */
+function promptHidden(question: string): Promise<string> {
+  return new Promise((resolve) => {
+    const stdin = process.stdin;
+    process.stderr.write(question);
+    stdin.setRawMode(true);
+    stdin.resume();
+    let answer = '';
+    const onData = (chunk: Buffer) => {
+      for (const char of chunk.toString('utf8')) {
+        if (char === '\r' || char === '\n' || char === '\u0004') {
+          stdin.setRawMode(false);
+          stdin.pause();
+          stdin.off('data', onData);
+          process.stderr.write('\n');
+          resolve(answer);
+          return;
+        }
+        if (char === '\u0003') process.exit(130);
+        answer = char === '\u007f' ? answer.slice(0, -1) : answer + char;
+      }
+    };
+    stdin.on('data', onData);
+  });
+}
+
+async function firstLineOfStdin(): Promise<string> {
+  const lines = createInterface({ input: process.stdin, crlfDelay: Infinity });
+  for await (const line of lines) {
+    lines.close();
+    return line;
+  }
+  return '';
+}
 
 async function main(): Promise<void> {
   const { values } = parseArgs({
@@ -14,14 +57,19 @@ async function main(): Promise<void> {
       admin: { type: 'boolean', default: false },
     },
   });
-  if (!values.email || !values.password || values.password.length < 8) {
-    console.error('Usage: npm run account:create -- --email EMAIL --password PASSWORD (8+ characters) [--admin]');
+  if (!values.email) {
+    console.error(usage);
+    process.exit(2);
+  }
+  const password = values.password ?? (process.stdin.isTTY ? await promptHidden('Password: ') : await firstLineOfStdin());
+  if (password.length < 8) {
+    console.error(usage);
     process.exit(2);
   }
   const config = loadConfig();
   const db = createDatabase(config.databasePath);
   const role = values.admin ? 'admin' : 'customer';
-  const account = await registerAccount(createRepositories(db), { email: values.email, password: values.password, role });
+  const account = await registerAccount(createRepositories(db), { email: values.email, password, role });
   db.$client.close();
   if (!account) {
     console.error(`An account with the email ${values.email} already exists.`);

@@ -184,7 +184,7 @@ function planHandlers(table: Table): HandlerState {
 async function main(): Promise<void> {
   const check = process.argv.includes('--check');
   const source = readFileSync(specPath, 'utf8');
-  const table = operationsOf(parse(source));
+  const table = operationsOf(parse(source) as Parameters<typeof operationsOf>[0]);
   const types = header + '\n' + astToString(await openapiTS(source, { exportType: false }));
   // The client's view: a field with a default may be left out of a request, so it is
   // optional there (the server's types keep it present, as the validator fills it in).

@@ -11,7 +11,7 @@ import { execFileSync } from 'node:child_process';
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import $RefParser from '@apidevtools/json-schema-ref-parser';
-import { OpenAPITraverser, factsToChangelog, type IChange, type IFact } from '@useoptic/openapi-utilities';
+import { ChangeType, OpenAPITraverser, factsToChangelog, type IChange, type IFact } from '@useoptic/openapi-utilities';
 import { RuleRunner } from '@useoptic/rulesets-base';
 import { BreakingChangesRuleset } from '@useoptic/standard-rulesets';
 import { parse } from 'yaml';
@@ -31,15 +31,15 @@ const formatOf = (value: unknown): string | undefined => {
 
 /** Where a change sits: `GET /pets query ids`, `POST /pets 201 application/json categoryId`. */
 function whereOf(change: IChange): string {
-  const [, path, method, ...rest] = change.location.conceptualPath as string[];
+  const [, path, method, ...rest] = change.location.conceptualPath;
   return [`${String(method).toUpperCase()} ${String(path)}`, ...rest.filter((part) => part !== 'responses' && part !== 'parameters')].join(' ');
 }
 
 /** Every change to `before` that breaks a client of it, one line each. */
 export async function breakingChanges(before: Document, after: Document): Promise<string[]> {
   const [from, to] = await Promise.all([
-    $RefParser.dereference(structuredClone(before) as never) as Promise<Document>,
-    $RefParser.dereference(structuredClone(after) as never) as Promise<Document>,
+    $RefParser.dereference<Document>(structuredClone(before) as never),
+    $RefParser.dereference<Document>(structuredClone(after) as never),
   ]);
   const currentFacts = factsOf(from);
   const nextFacts = factsOf(to);
@@ -59,7 +59,7 @@ export async function breakingChanges(before: Document, after: Document): Promis
     found.push({ where: result.where ?? '', what: (result.error ?? result.name ?? 'breaking change').replace(/ This is a breaking change\.?$/, '') });
   }
   for (const change of changelog) {
-    if (change.changeType !== 'changed') continue;
+    if (change.changeType !== ChangeType.Changed) continue;
     const was = formatOf(change.changed.before);
     const now = formatOf(change.changed.after);
     // Adding a format to a bounded integer (`minimum`/`maximum` inside int32) refuses
@@ -72,7 +72,8 @@ export async function breakingChanges(before: Document, after: Document): Promis
   return [...new Set(named.map((f) => `${f.where}: ${f.what}`))];
 }
 
-const major = (doc: Document) => Number(String((doc.info as { version?: unknown } | undefined)?.version ?? '0').split('.')[0]);
+const versionOf = (doc: Document) => String((doc.info as { version?: string } | undefined)?.version ?? '0');
+const major = (doc: Document) => Number(versionOf(doc).split('.')[0]);
 
 async function main(): Promise<void> {
   const args = process.argv.slice(2);
@@ -102,7 +103,7 @@ async function main(): Promise<void> {
   console.error(`${breaks.length} breaking change(s) against ${ref}:`);
   for (const line of breaks) console.error(`  - ${line}`);
   if (raised) {
-    console.log(`info.version's major was raised (${String((before.info as Document).version)} -> ${String((after.info as Document).version)}): allowed.`);
+    console.log(`info.version's major was raised (${versionOf(before)} -> ${versionOf(after)}): allowed.`);
     return;
   }
   console.error('Keep the old behaviour beside the new (add, do not change or remove), or raise the major of info.version.');

@@ -1,4 +1,4 @@
-// Reads every request body once, with the 64 KiB limit, whatever its content type, and
+// Reads every request body once, with the configured size limit, whatever its content type, and
 // parses JSON itself so that malformed, too-deep or imprecise JSON is refused before
 // the validator sees a silently rounded value.
 import express, { type RequestHandler } from 'express';
@@ -7,6 +7,59 @@ import { ApiError } from './errors';
 
 const maxDepth = 32;
 const jsonMediaType = /^application\/json\s*(?:;|$)/i;
+const charsetParam = /;\s*charset\s*=\s*("?)([^";\s]*)\1/i;
+// With the u flag a surrogate pair is one code point, so only a lone half matches.
+const loneSurrogate = /\p{Cs}/u;
+const utf8 = new TextDecoder('utf-8', { fatal: true });
+
+/** True when every string and key in the parsed JSON is well-formed UTF-16. */
+function wellFormed(value: unknown): boolean {
+  if (typeof value === 'string') return !loneSurrogate.test(value);
+  if (typeof value !== 'object' || value === null) return true;
+  if (Array.isArray(value)) return value.every(wellFormed);
+  return Object.entries(value).every(([key, v]) => !loneSurrogate.test(key) && wellFormed(v));
+}
+
+const numberToken = /^(-?)([0-9]+)(?:\.([0-9]+))?(?:[eE]([+-]?[0-9]+))?$/;
+
+/** The double `value` as an exact fraction: mantissa * 2^exponent. */
+function binaryParts(value: number): { mantissa: bigint; exponent: number } {
+  const view = new DataView(new ArrayBuffer(8));
+  view.setFloat64(0, Math.abs(value));
+  const bits = view.getBigUint64(0);
+  const biased = Number((bits >> 52n) & 0x7ffn);
+  const fraction = bits & ((1n << 52n) - 1n);
+  return biased === 0
+    ? { mantissa: fraction, exponent: -1074 }
+    : { mantissa: fraction | (1n << 52n), exponent: biased - 1075 };
+}
+
+/**
+ * Why a JSON number token is refused, or null: JSON.parse rounds silently, so a token
+ * is taken only when the double it becomes is exactly the number written
+ * (`1.9999999999999999` would become 2), and integers only within +-(2^53-1).
+ */
+export function inexactNumber(token: string): string | null {
+  const value = Number(token);
+  if (Number.isInteger(value) && !Number.isSafeInteger(value)) {
+    return `The number ${token} is beyond 2^53-1 and cannot be held exactly`;
+  }
+  const parts = numberToken.exec(token);
+  if (!parts) return `The number ${token} is not a JSON number`;
+  const [, , whole = '', decimals = '', exp = '0'] = parts;
+  const digits = BigInt(whole + decimals);
+  if (digits === 0n) return null;
+  const inexact = `The number ${token} cannot be held exactly; send it as written by its exact value`;
+  // Infinity and underflow to 0 are the far ends of inexact; checked first so that no
+  // power below is computed for an exponent like 1e99999999.
+  if (value === 0 || !Number.isFinite(value)) return inexact;
+  const exponent10 = Number(exp) - decimals.length;
+  const { mantissa, exponent } = binaryParts(value);
+  // digits * 10^exponent10 === mantissa * 2^exponent, cross-multiplied into integers.
+  const left = digits * 10n ** BigInt(Math.max(exponent10, 0)) * 2n ** BigInt(Math.max(-exponent, 0));
+  const right = mantissa * 2n ** BigInt(Math.max(exponent, 0)) * 10n ** BigInt(Math.max(-exponent10, 0));
+  return left === right ? null : inexact;
+}
 
 /**
  * Walks valid JSON text once. JSON.parse has already accepted it, so tokens are
@@ -27,11 +80,8 @@ export function checkJsonText(text: string): string | null {
       while (j < text.length && /[0-9eE+.-]/.test(text[j] as string)) j++;
       const token = text.slice(i, j);
       i = j - 1;
-      const value = Number(token);
-      const imprecise = /^-?\d+$/.test(token)
-        ? BigInt(token) > BigInt(Number.MAX_SAFE_INTEGER) || BigInt(token) < BigInt(Number.MIN_SAFE_INTEGER)
-        : Number.isInteger(value) && !Number.isSafeInteger(value);
-      if (imprecise) return `The number ${token} is beyond 2^53-1 and cannot be held exactly`;
+      const problem = inexactNumber(token);
+      if (problem) return problem;
     }
   }
   return null;
@@ -42,16 +92,21 @@ const rfc3339DateTime = fullFormats['date-time'] as { validate: (value: string) 
 /**
  * The `date-time` format the validator applies: RFC 3339, and a moment a JavaScript
  * Date can hold. RFC 3339 allows a leap second (23:59:60), which Date cannot represent,
- * so such a value is a 400 here rather than a failure further in.
+ * so such a value is a 400 here rather than a failure further in; so is a moment outside
+ * the years 0000-9999 once normalised to UTC.
  */
 export function isStorableDateTime(value: string): boolean {
-  return rfc3339DateTime.validate(value) && !Number.isNaN(Date.parse(value));
+  if (!rfc3339DateTime.validate(value)) return false;
+  const ms = Date.parse(value);
+  // Stored and answered in UTC (toISOString), which must itself be RFC 3339: an
+  // offset can push 9999-12-31 into year 10000, which no response can carry.
+  return !Number.isNaN(ms) && rfc3339DateTime.validate(new Date(ms).toISOString());
 }
 
 /** body-parser's read errors, classified where they happen. */
-function readError(err: { type?: string; message?: string }): ApiError {
+function readError(err: { type?: string; message?: string }, limitBytes: number): ApiError {
   if (err.type === 'entity.too.large') {
-    return new ApiError('payload_too_large', 'The request body is larger than 65536 bytes', 413);
+    return new ApiError('payload_too_large', `The request body is larger than ${limitBytes} bytes`, 413);
   }
   if (err.type === 'encoding.unsupported') {
     return new ApiError('invalid_content_type', 'The request body uses a Content-Encoding this service does not accept', 400);
@@ -61,7 +116,7 @@ function readError(err: { type?: string; message?: string }): ApiError {
 
 export function bodyReader(limitBytes: number): RequestHandler[] {
   const raw = express.raw({ type: () => true, limit: limitBytes });
-  const readRaw: RequestHandler = (req, res, next) => raw(req, res, (err?: unknown) => next(err ? readError(err as object) : undefined));
+  const readRaw: RequestHandler = (req, res, next) => raw(req, res, (err?: unknown) => next(err ? readError(err as object, limitBytes) : undefined));
   const parse: RequestHandler = (req, _res, next) => {
     const raw: unknown = req.body;
     if (!Buffer.isBuffer(raw) || raw.length === 0) {
@@ -75,15 +130,32 @@ export function bodyReader(limitBytes: number): RequestHandler[] {
         new ApiError('invalid_content_type', 'The request body must be sent with Content-Type: application/json', 400),
       );
     }
-    const text = raw.toString('utf8').replace(/^\uFEFF/, '');
+    const charset = charsetParam.exec(req.headers['content-type'] ?? '')?.[2];
+    if (charset !== undefined && charset.toLowerCase() !== 'utf-8' && charset.toLowerCase() !== 'utf8') {
+      return next(new ApiError('invalid_content_type', `The request body must be UTF-8; charset=${charset} is not accepted`, 400));
+    }
+    let text: string;
     try {
-      req.body = JSON.parse(text);
+      // fatal: invalid bytes are refused, not replaced with U+FFFD; a leading BOM is dropped.
+      text = utf8.decode(raw);
+    } catch {
+      return next(new ApiError('invalid_json', 'The request body is not valid UTF-8', 400));
+    }
+    let body: unknown;
+    try {
+      body = JSON.parse(text);
     } catch (error) {
       const reason = error instanceof Error ? error.message : 'malformed';
       return next(new ApiError('invalid_json', `The request body is not valid JSON: ${reason}`, 400));
     }
     const problem = checkJsonText(text);
-    next(problem ? new ApiError('validation_failed', problem, 400) : undefined);
+    if (problem) return next(new ApiError('validation_failed', problem, 400));
+    // JSON.parse turns a `\ud800` escape into a lone surrogate, which is no character.
+    if (!wellFormed(body)) {
+      return next(new ApiError('invalid_json', 'The request body holds a lone surrogate (\\uD800-\\uDFFF) escape, which is no character', 400));
+    }
+    req.body = body;
+    next();
   };
   return [readRaw, parse];
 }

@@ -1,36 +1,102 @@
 // The one place that reads the environment. Parsed once with zod; a bad value stops
-// start-up with a message naming the variable.
+// start-up with a message naming the variable. `Config` is inferred from the schema, so
+// a setting is written once.
+import { isIP } from 'node:net';
 import { z } from 'zod';
 
 const boolean = z.enum(['true', 'false', '1', '0']).transform((v) => v === 'true' || v === '1');
+const int = (min: number, max: number) => z.coerce.number().int().min(min).max(max);
 
-const schema = z.object({
-  PORT: z.coerce.number().int().min(0).max(65535).default(3000),
+/** Request bodies larger than this are refused with 413 (openapi.yaml, "Limits"). */
+export const bodyLimitBytes = 64 * 1024;
+
+const namedProxyRanges = new Set(['loopback', 'linklocal', 'uniquelocal']);
+
+function isProxyAddress(entry: string): boolean {
+  if (namedProxyRanges.has(entry)) return true;
+  const [address = '', prefix, ...rest] = entry.split('/');
+  const family = isIP(address);
+  if (family === 0 || rest.length > 0) return false;
+  return prefix === undefined || (/^\d{1,3}$/.test(prefix) && Number(prefix) <= (family === 4 ? 32 : 128));
+}
+
+/**
+ * Express's `trust proxy` forms that name the proxies: `false` (none), a hop count, or
+ * proxy addresses/subnets. `true` (trust every hop) is refused: the left-most
+ * X-Forwarded-For entry is whatever the client wrote, so it would let anyone choose
+ * the address they are rate-limited as.
+ */
+const trustProxy = z
+  .string()
+  .trim()
+  .transform((value, ctx): false | number | string[] => {
+    if (value === 'false' || value === '0' || value === '') return false;
+    if (/^\d{1,2}$/.test(value)) return Number(value);
+    const entries = value.split(',').map((e) => e.trim());
+    if (value !== 'true' && entries.every(isProxyAddress)) return entries;
+    ctx.addIssue({
+      code: 'custom',
+      message:
+        'expected false, a hop count (1 = one proxy in front) or a comma-separated list of proxy addresses or subnets ' +
+        '(loopback, linklocal, uniquelocal, 10.0.0.0/8, ...); `true` would trust the client-written X-Forwarded-For',
+    });
+    return z.NEVER;
+  });
+
+const variables = z.object({
+  PORT: int(0, 65535).default(3000),
   HOST: z.string().min(1).default('127.0.0.1'),
   DATABASE_PATH: z.string().min(1).default('./data/petstore.db'),
-  RATE_LIMIT_PER_MINUTE: z.coerce.number().int().min(1).max(1_000_000).default(600),
+  RATE_LIMIT_PER_MINUTE: int(1, 1_000_000).default(600),
+  RATE_LIMIT_PER_ADDRESS_PER_MINUTE: int(1, 10_000_000).optional(),
+  LOGIN_FAILURES_PER_ACCOUNT: int(1, 1_000_000).default(10),
+  LOGIN_FAILURES_PER_ADDRESS: int(1, 1_000_000).default(30),
+  LOGIN_LOCKOUT_MINUTES: int(1, 1_440).default(15),
   VALIDATE_RESPONSES: boolean.default(true),
   SEED_DEMO_DATA: boolean.default(true),
-  MESSAGE_DELIVERY_DELAY_MS: z.coerce.number().int().min(0).max(60_000).default(500),
-  SHUTDOWN_TIMEOUT_MS: z.coerce.number().int().min(0).max(600_000).default(10_000),
-  TRUST_PROXY: boolean.default(false),
-  LOG_LEVEL: z.enum(['debug', 'info', 'error', 'silent']).default('info'),
+  MESSAGE_DELIVERY_DELAY_MS: int(0, 60_000).default(500),
+  SHUTDOWN_TIMEOUT_MS: int(0, 600_000).default(10_000),
+  MAX_CONNECTIONS: int(1, 1_000_000).default(1_000),
+  HEADERS_TIMEOUT_MS: int(100, 600_000).default(10_000),
+  REQUEST_TIMEOUT_MS: int(100, 600_000).default(30_000),
+  KEEP_ALIVE_TIMEOUT_MS: int(100, 600_000).default(5_000),
+  TRUST_PROXY: trustProxy.default(false),
+  LOG_LEVEL: z.enum(['trace', 'debug', 'info', 'warn', 'error', 'fatal', 'silent']).default('info'),
 });
 
-export interface Config {
-  port: number;
-  host: string;
-  databasePath: string;
-  rateLimitPerMinute: number;
-  validateResponses: boolean;
-  seedDemoData: boolean;
-  messageDeliveryDelayMs: number;
-  shutdownTimeoutMs: number;
-  trustProxy: boolean;
-  logLevel: 'debug' | 'info' | 'error' | 'silent';
-  /** Request bodies larger than this are refused with 413 (PRODUCT.md section 7). */
-  bodyLimitBytes: number;
-}
+/** Every environment variable the service reads (the README's configuration table lists them). */
+export const configVariables = Object.keys(variables.shape);
+
+const schema = variables
+  .refine((e) => e.HEADERS_TIMEOUT_MS <= e.REQUEST_TIMEOUT_MS, {
+    path: ['HEADERS_TIMEOUT_MS'],
+    message: 'must not be longer than REQUEST_TIMEOUT_MS',
+  })
+  .transform((e) => ({
+    port: e.PORT,
+    host: e.HOST,
+    databasePath: e.DATABASE_PATH,
+    /** Requests a minute per account, counted after authentication. */
+    rateLimitPerMinute: e.RATE_LIMIT_PER_MINUTE,
+    /** Requests a minute per client address, counted before authentication. */
+    rateLimitPerAddressPerMinute: e.RATE_LIMIT_PER_ADDRESS_PER_MINUTE ?? e.RATE_LIMIT_PER_MINUTE,
+    loginFailuresPerAccount: e.LOGIN_FAILURES_PER_ACCOUNT,
+    loginFailuresPerAddress: e.LOGIN_FAILURES_PER_ADDRESS,
+    loginLockoutMs: e.LOGIN_LOCKOUT_MINUTES * 60_000,
+    validateResponses: e.VALIDATE_RESPONSES,
+    seedDemoData: e.SEED_DEMO_DATA,
+    messageDeliveryDelayMs: e.MESSAGE_DELIVERY_DELAY_MS,
+    shutdownTimeoutMs: e.SHUTDOWN_TIMEOUT_MS,
+    maxConnections: e.MAX_CONNECTIONS,
+    headersTimeoutMs: e.HEADERS_TIMEOUT_MS,
+    requestTimeoutMs: e.REQUEST_TIMEOUT_MS,
+    keepAliveTimeoutMs: e.KEEP_ALIVE_TIMEOUT_MS,
+    trustProxy: e.TRUST_PROXY,
+    logLevel: e.LOG_LEVEL,
+    bodyLimitBytes,
+  }));
+
+export type Config = z.output<typeof schema>;
 
 export class ConfigError extends Error {}
 
@@ -40,18 +106,5 @@ export function loadConfig(env: Record<string, string | undefined> = process.env
     const problems = result.error.issues.map((i) => `  ${i.path.join('.')}: ${i.message}`).join('\n');
     throw new ConfigError(`Invalid configuration:\n${problems}`);
   }
-  const e = result.data;
-  return {
-    port: e.PORT,
-    host: e.HOST,
-    databasePath: e.DATABASE_PATH,
-    rateLimitPerMinute: e.RATE_LIMIT_PER_MINUTE,
-    validateResponses: e.VALIDATE_RESPONSES,
-    seedDemoData: e.SEED_DEMO_DATA,
-    messageDeliveryDelayMs: e.MESSAGE_DELIVERY_DELAY_MS,
-    shutdownTimeoutMs: e.SHUTDOWN_TIMEOUT_MS,
-    trustProxy: e.TRUST_PROXY,
-    logLevel: e.LOG_LEVEL,
-    bodyLimitBytes: 64 * 1024,
-  };
+  return result.data;
 }

@@ -38,11 +38,11 @@ export function startDeliveryWorker({
       // Drains a backlog in batches without holding the write lock for all of it at once.
       do {
         delivered = messages.deliverDue(due, new Date(now).toISOString(), batchSize);
-        if (delivered.length > 0) log.debug('messages delivered', { ids: delivered });
+        if (delivered.length > 0) log.debug({ ids: delivered }, 'messages delivered');
       } while (delivered.length === batchSize && !stopped);
     } catch (error) {
       // A busy or failing database must not kill the loop; the next tick retries.
-      log.error('message delivery failed', { error: error instanceof Error ? error.message : String(error) });
+      log.error({ err: error }, 'message delivery failed');
     }
     if (!stopped) schedule();
   };

@@ -87,6 +87,7 @@ export function deprecationHeaders(table: Record<string, OperationEntry>): Reque
     });
     if (!op) return next();
 
+    // eslint-disable-next-line @typescript-eslint/unbound-method -- called below with apply(this)
     const writeHead = res.writeHead;
     res.writeHead = function (this: Response, ...args: Parameters<Response['writeHead']>) {
       res.setHeader('Deprecation', op.deprecation);

@@ -34,7 +34,7 @@ const ownAssetsDir = path.join(__dirname, 'docs-assets');
 export function createDocsRouter(spec: Record<string, unknown>): express.Router {
   checkTagParents(spec);
   const page = renderPage(titleOf(spec));
-  const router = express.Router();
+  const router = express.Router({ caseSensitive: true, strict: true });
 
   router.use('/docs', (_req, res, next) => {
     res.setHeader('Content-Security-Policy', DOCS_CONTENT_SECURITY_POLICY);
@@ -64,7 +64,7 @@ function checkTagParents(spec: Record<string, unknown>): void {
   for (const tag of tags) {
     const parent = tag['x-parent'];
     if (parent !== undefined && (typeof parent !== 'string' || !names.has(parent))) {
-      throw new Error(`Tag "${String(tag.name)}" has x-parent "${String(parent)}", which is not a declared tag`);
+      throw new Error(`Tag "${String(tag.name)}" has x-parent ${JSON.stringify(parent)}, which is not a declared tag`);
     }
   }
 }

@@ -13,8 +13,10 @@ export class ApiError extends Error {
     message: string,
     readonly status: number,
     readonly headers: Record<string, string> = {},
+    /** What went wrong underneath (logged, never sent). */
+    options?: { cause?: unknown },
   ) {
-    super(message);
+    super(message, options);
     this.name = 'ApiError';
   }
 }
@@ -50,6 +52,9 @@ function describeValidation(e: HttpLikeError): string {
 
 function toApiError(err: unknown, req: Request): ApiError {
   if (err instanceof ApiError) return err;
+  // The validator re-wraps whatever a security handler throws as a bare HTTP error;
+  // the handler keeps its own, with code, headers and cause, on the request.
+  if (req.authError) return req.authError;
   const e = (typeof err === 'object' && err !== null ? err : {}) as HttpLikeError;
   const status = e.status ?? e.statusCode;
   switch (status) {
@@ -67,8 +72,14 @@ function toApiError(err: unknown, req: Request): ApiError {
         Allow: allow,
       });
     }
+    case 412:
+      return new ApiError('precondition_failed', 'A precondition of the request (If-Match, If-Unmodified-Since) does not hold', 412);
     case 413:
-      return new ApiError('payload_too_large', 'The request body is larger than 65536 bytes', 413);
+      return new ApiError('payload_too_large', 'The request body is too large', 413);
+    case 416: {
+      const range = (err as { headers?: Record<string, string> }).headers?.['Content-Range'];
+      return new ApiError('range_not_satisfiable', 'The requested range is outside the file', 416, range ? { 'Content-Range': range } : {});
+    }
     // The contract answers a missing or non-JSON content type with 400, never 415.
     case 415:
       return new ApiError('invalid_content_type', 'The request body must be sent with Content-Type: application/json', 400);
@@ -99,12 +110,11 @@ export function errorMapper(log: Logger): ErrorRequestHandler {
   return (err, req, res, _next) => {
     const error = toApiError(err, req);
     if (error.status >= 500) {
-      log.error('request failed', {
-        requestId: res.getHeader('X-Request-Id'),
-        method: req.method,
-        path: req.path,
-        error: err instanceof Error ? err.stack ?? err.message : String(err),
-      });
+      const cause = error.cause ?? err;
+      log.error(
+        { requestId: res.getHeader('X-Request-Id'), method: req.method, path: req.path, err: cause instanceof Error ? cause : new Error(String(cause)) },
+        'request failed',
+      );
     }
     if (res.headersSent) {
       res.destroy();

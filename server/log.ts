@@ -1,22 +1,84 @@
-// JSON lines on stderr: enough for a demo service, and greppable by request id.
+// pino JSON lines on stderr, and pino-http's one access line per request. Nothing here
+// logs request headers: secrets never reach a line, and the redaction below is the
+// second guard for fields a caller might pass by mistake.
+import type { IncomingMessage, ServerResponse } from 'node:http';
+import type { Request, RequestHandler } from 'express';
+import pino, { type DestinationStream } from 'pino';
+import { pinoHttp } from 'pino-http';
 import type { Config } from './config';
+import './request-context';
 
-export interface Logger {
-  debug(message: string, fields?: Record<string, unknown>): void;
-  info(message: string, fields?: Record<string, unknown>): void;
-  error(message: string, fields?: Record<string, unknown>): void;
+export type Logger = pino.Logger;
+
+export const redactedPaths = [
+  'req.headers.authorization',
+  'req.headers.cookie',
+  'res.headers["set-cookie"]',
+  'authorization',
+  'cookie',
+  'password',
+  'key',
+  'keyHash',
+  'passwordHash',
+  '*.authorization',
+  '*.cookie',
+  '*.password',
+  '*.key',
+  '*.keyHash',
+  '*.passwordHash',
+];
+
+/** The service's logger; tests pass a destination to read what was written. */
+export function createLogger(level: Config['logLevel'], destination: DestinationStream = pino.destination(2)): Logger {
+  return pino(
+    {
+      level,
+      base: undefined,
+      timestamp: pino.stdTimeFunctions.isoTime,
+      redact: { paths: redactedPaths, censor: '[redacted]' },
+    },
+    destination,
+  );
 }
 
-const rank = { debug: 0, info: 1, error: 2, silent: 3 } as const;
+/** Probes are polled by orchestrators every few seconds; an access line each is noise. */
+const probes = new Set(['/healthz', '/readyz']);
 
-export function createLogger(level: Config['logLevel']): Logger {
-  const write = (lvl: 'debug' | 'info' | 'error', message: string, fields?: Record<string, unknown>) => {
-    if (rank[lvl] < rank[level]) return;
-    process.stderr.write(JSON.stringify({ time: new Date().toISOString(), level: lvl, message, ...fields }) + '\n');
+/**
+ * One access line per request when the response is finished: request id, method, route
+ * template, operationId, status, duration and account. Placed after the per-address
+ * rate limit, so an outsider cannot make lines faster than that limit allows.
+ */
+export function accessLog(log: Logger): RequestHandler {
+  // The request id is bound by pino-http itself (as `requestId`); the rest is read when
+  // the response is finished, once the route and the account are known.
+  const line = (req: IncomingMessage, res: ServerResponse, val: { durationMs?: number; err?: unknown }) => {
+    const r = req as Request;
+    return {
+      method: r.method,
+      // The template when an operation matched; the path itself only when none did.
+      route: r.openapi?.openApiRoute,
+      ...(!r.openapi && { path: r.path }),
+      operationId: r.openapi?.schema.operationId,
+      status: res.statusCode,
+      durationMs: val.durationMs,
+      accountId: r.principal?.accountId,
+      ...(val.err !== undefined && { err: val.err }),
+    };
   };
-  return {
-    debug: (m, f) => write('debug', m, f),
-    info: (m, f) => write('info', m, f),
-    error: (m, f) => write('error', m, f),
-  };
+  const middleware = pinoHttp<IncomingMessage, ServerResponse>({
+    logger: log,
+    quietReqLogger: true,
+    genReqId: (_req, res) => String(res.getHeader('X-Request-Id')),
+    autoLogging: { ignore: (req) => probes.has((req as Request).path) },
+    customLogLevel: (_req, res, err) => (err || res.statusCode >= 500 ? 'error' : 'info'),
+    customSuccessMessage: () => 'request',
+    customErrorMessage: () => 'request',
+    customAttributeKeys: { reqId: 'requestId', responseTime: 'durationMs' },
+    // The line above says what is needed; no headers, so no secrets.
+    serializers: { req: () => undefined, res: () => undefined, err: pino.stdSerializers.err },
+    customSuccessObject: line,
+    customErrorObject: (req, res, _err, val) => line(req, res, val),
+  });
+  return middleware as unknown as RequestHandler;
 }

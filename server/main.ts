@@ -1,12 +1,12 @@
 // Serves createApp() on PORT: applies migrations (and loads the demo catalogue into a
 // brand-new database), listens, runs the message delivery worker, and on SIGTERM/SIGINT
-// stops taking connections, lets in-flight requests finish, stops the worker, then
-// closes the database.
-import { migrateDatabase, openDatabase } from '../db/client';
-import { hasAppliedMigrations, seedDemoData } from '../db/seed';
+// drains (see server/http-server.ts), stops the worker, closes the database and exits 0.
+import { hasAppliedMigrations, migrateDatabase, openDatabase } from '../db/client';
+import { seedDemoData } from '../db/seed';
 import { createApp } from './app';
 import { ConfigError, loadConfig } from './config';
 import { startDeliveryWorker, type DeliveryWorker } from './delivery-worker';
+import { createHttpServer, type Lifecycle } from './http-server';
 import { createLogger } from './log';
 
 function main(): void {
@@ -18,41 +18,38 @@ function main(): void {
   migrateDatabase(db);
   if (brandNew && config.seedDemoData) {
     const seeded = seedDemoData(db);
-    log.info('New database: loaded the demo catalogue', seeded);
+    log.info({ seeded }, 'New database: loaded the demo catalogue');
   }
-  const app = createApp({ db, config, log });
+  const lifecycle: Lifecycle = { draining: false };
+  const app = createApp({ db, config, log, lifecycle });
+  const { server, drain } = createHttpServer(app, config, lifecycle, log);
 
   let worker: DeliveryWorker | undefined;
-  const server = app.listen(config.port, config.host, () => {
+  server.listen(config.port, config.host, () => {
     worker = startDeliveryWorker({ db, config, log });
     const address = server.address();
     const port = typeof address === 'object' && address ? address.port : config.port;
-    log.info(`Pet store listening on http://${config.host}:${port}; API reference at http://${config.host}:${port}/docs`, {
-      database: config.databasePath,
-    });
+    log.info(
+      { database: config.databasePath },
+      `Pet store listening on http://${config.host}:${port}; API reference at http://${config.host}:${port}/docs`,
+    );
   });
 
   let stopping = false;
-  const stop = (signal: string) => {
+  const stop = async (signal: string) => {
     if (stopping) return;
     stopping = true;
     log.info(`${signal}: draining in-flight requests`);
-    const deadline = setTimeout(() => {
-      log.error('Shutdown timed out; closing remaining connections');
-      server.closeAllConnections();
-    }, config.shutdownTimeoutMs);
-    deadline.unref();
-    server.close(async () => {
-      // The worker writes to the database, so it stops first.
-      await worker?.stop();
-      db.$client.close();
-      log.info('Stopped');
-      process.exit(0);
-    });
-    server.closeIdleConnections();
+    await drain();
+    // The worker writes to the database, so it stops first.
+    await worker?.stop();
+    db.$client.close();
+    log.info('Stopped');
+    log.flush();
+    process.exit(0);
   };
-  process.on('SIGTERM', () => stop('SIGTERM'));
-  process.on('SIGINT', () => stop('SIGINT'));
+  process.on('SIGTERM', () => void stop('SIGTERM'));
+  process.on('SIGINT', () => void stop('SIGINT'));
 }
 
 try {

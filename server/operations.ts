@@ -93,7 +93,7 @@ export function registerOperations(
     const expressPath = path.replace(/\{(\w+)\}/g, ':$1');
     app[method](expressPath, async (req: Request, res: Response) => {
       const result = await (handler as unknown as Handler<OperationId>)(inputOf(req), ctx);
-      send(res, result as { status: number; body?: unknown; headers?: Record<string, string> });
+      send(res, result);
     });
   }
   const stray = Object.keys(handlers).filter((id) => !operations[id]);
@@ -101,13 +101,13 @@ export function registerOperations(
     throw new Error(`Handlers with no operation in openapi.yaml: ${stray.join(', ')}. Delete them (the operation was removed from the spec) or restore the operation`);
   }
   const stubs = Object.keys(operations).filter((id) => isNotImplemented(handlers[id]));
-  if (stubs.length > 0) ctx.log.info('operations not implemented yet (they answer 501)', { operations: stubs });
+  if (stubs.length > 0) ctx.log.info({ operations: stubs }, 'operations not implemented yet (they answer 501)');
 }
 
 function inputOf(req: Request): Input<OperationId> {
   return {
     params: req.params as never,
-    query: req.query as never,
+    query: req.query,
     // Header parameters are typed with the spec's spelling (`Idempotency-Key`); Node
     // lower-cases names, so look them up without regard to case.
     headers: new Proxy(req.headers, {

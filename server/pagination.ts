@@ -1,6 +1,6 @@
 // Keyset pagination: a cursor is the last id of the previous page, wrapped so clients
 // treat it as opaque. A page costs one index range scan however deep it is.
-import { validationFailed } from './errors';
+import { ApiError, validationFailed } from './errors';
 
 const version = 'v1';
 
@@ -24,7 +24,10 @@ export interface PageRequest {
 }
 
 export function pageRequest(query: { limit?: number; cursor?: string }): PageRequest {
-  const limit = query.limit ?? 20;
+  // The validator applies the spec's default (components.parameters.Limit) before any
+  // handler runs, so openapi.yaml is the one place the page size is written.
+  const limit = query.limit;
+  if (limit === undefined) throw new ApiError('internal_error', 'The page size has no default: is Limit.default missing from openapi.yaml?', 500);
   return { after: decodeCursor(query.cursor), fetch: limit + 1, limit };
 }
 

@@ -1,6 +1,7 @@
 // What the pipeline attaches to a request: the validator's match (`openapi`) and the
 // caller found by the security handlers (`principal`).
 import type { Role } from '../db/accounts';
+import type { ApiError } from './errors';
 
 export interface Principal {
   accountId: number;
@@ -13,6 +14,8 @@ declare global {
     interface Request {
       openapi?: { openApiRoute: string; schema: Record<string, unknown> & { security?: Array<Record<string, unknown>> } };
       principal?: Principal;
+      /** Why authentication failed, as the security handler decided it. */
+      authError?: ApiError;
     }
   }
 }

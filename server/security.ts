@@ -2,7 +2,6 @@
 // express-openapi-validator calls for the spec's bearerAuth and basicAuth schemes.
 import { createHash, randomBytes, scrypt, timingSafeEqual } from 'node:crypto';
 import type { Request } from 'express';
-import type { Account, Role } from '../db/accounts';
 import type { Principal } from './request-context';
 import type { Repositories } from '../db/repositories';
 import { ApiError, forbidden, unauthorized } from './errors';
@@ -54,53 +53,81 @@ export function principalOf(req: Request): Principal {
   return principal;
 }
 
-function requireRole(req: Request, principal: Principal): void {
-  const required = req.openapi?.schema['x-required-role'];
-  if (required === 'admin' && principal.role !== 'admin') throw forbidden();
+/** The Authorization header, parsed once per request (rate limits and security both read it). */
+export type Credentials =
+  | { scheme: 'bearer'; key: string }
+  | { scheme: 'basic'; email: string; password: string }
+  | { scheme: 'none' };
+
+const parsedCredentials = new WeakMap<Request, Credentials>();
+// Exactly `Bearer <key>` or `Basic <base64>`: the scheme in any case, one token, nothing after it.
+const authorizationHeader = /^(?:(bearer)|basic) +(\S+)$/i;
+const base64 = /^[A-Za-z0-9+/]+={0,2}$/;
+
+export function credentialsOf(req: Request): Credentials {
+  const known = parsedCredentials.get(req);
+  if (known) return known;
+  let credentials: Credentials = { scheme: 'none' };
+  const match = authorizationHeader.exec(req.headers.authorization ?? '');
+  if (match?.[2] && match[1]) credentials = { scheme: 'bearer', key: match[2] };
+  else if (match?.[2] && base64.test(match[2])) {
+    const decoded = Buffer.from(match[2], 'base64').toString('utf8');
+    const colon = decoded.indexOf(':');
+    if (colon >= 0) credentials = { scheme: 'basic', email: decoded.slice(0, colon), password: decoded.slice(colon + 1) };
+  }
+  parsedCredentials.set(req, credentials);
+  return credentials;
+}
+
+/**
+ * Keeps the handler's own error for the error mapper: express-openapi-validator re-wraps
+ * whatever a security handler throws as a bare HTTP error with only its status.
+ */
+function refuse(req: Request, error: ApiError): never {
+  req.authError = error;
+  throw error;
+}
+
+/** A storage failure while checking credentials is a 500, never a 401 with its message. */
+function failClosed<T>(req: Request, work: () => T): T {
+  try {
+    return work();
+  } catch (cause) {
+    return refuse(req, new ApiError('internal_error', 'Something went wrong on our side', 500, {}, { cause }));
+  }
 }
 
 export function createSecurityHandlers(repos: Repositories) {
   return {
     async bearerAuth(req: Request): Promise<boolean> {
-      // Exactly `Bearer <key>`: the scheme in any case, one key, nothing after it.
-      const match = /^bearer +(\S+)$/i.exec(req.headers.authorization ?? '');
-      if (!match?.[1]) throw unauthorized('The Authorization header must be `Bearer <key>`');
-      const keyHash = hashKey(match[1]);
-      const owner = repos.apiKeys.findOwnerByHash(keyHash);
-      const now = new Date();
+      const credentials = credentialsOf(req);
+      if (credentials.scheme !== 'bearer') refuse(req, unauthorized('The Authorization header must be `Bearer <key>`'));
+      const keyHash = hashKey(credentials.key);
+      const owner = failClosed(req, () => repos.apiKeys.findOwnerByHash(keyHash));
+      const now = Date.now();
       const valid =
         owner !== null &&
-        timingSafeEqual(Buffer.from(owner.keyHash, 'hex'), Buffer.from(keyHash, 'hex')) &&
         owner.revokedAt === null &&
-        (owner.expiresAt === null || Date.parse(owner.expiresAt) > now.getTime());
-      if (!owner || !valid) throw unauthorized('The API key is not valid');
-      if (!owner.lastUsedAt || now.getTime() - Date.parse(owner.lastUsedAt) >= touchIntervalMs) {
-        repos.apiKeys.touch(owner.keyId, now.toISOString());
+        (owner.expiresAt === null || Date.parse(owner.expiresAt) > now);
+      if (!owner || !valid) refuse(req, unauthorized('The API key is not valid'));
+      if (!owner.lastUsedAt || now - Date.parse(owner.lastUsedAt) >= touchIntervalMs) {
+        failClosed(req, () => repos.apiKeys.touch(owner.keyId, new Date(now).toISOString()));
       }
       const principal: Principal = { accountId: owner.accountId, role: owner.role };
-      requireRole(req, principal);
       req.principal = principal;
+      const required = req.openapi?.schema['x-required-role'];
+      if (required === 'admin' && principal.role !== 'admin') refuse(req, forbidden());
       return true;
     },
 
     async basicAuth(req: Request): Promise<boolean> {
-      const match = /^basic +([A-Za-z0-9+/]+={0,2})$/i.exec(req.headers.authorization ?? '');
-      const decoded = match?.[1] ? Buffer.from(match[1], 'base64').toString('utf8') : '';
-      const colon = decoded.indexOf(':');
-      if (colon < 0) throw unauthorized('The Authorization header must be `Basic base64(email:password)`');
-      const account = repos.accounts.findByEmail(decoded.slice(0, colon));
-      const ok = await verifyPassword(decoded.slice(colon + 1), account?.passwordHash ?? decoyHash);
-      if (!account || !ok) throw unauthorized('The email or password is wrong');
+      const credentials = credentialsOf(req);
+      if (credentials.scheme !== 'basic') refuse(req, unauthorized('The Authorization header must be `Basic base64(email:password)`'));
+      const account = failClosed(req, () => repos.accounts.findByEmail(credentials.email));
+      const ok = await verifyPassword(credentials.password, account?.passwordHash ?? decoyHash);
+      if (!account || !ok) refuse(req, unauthorized('The email or password is wrong'));
       req.principal = { accountId: account.id, role: account.role };
       return true;
     },
   };
-}
-
-/** Creates an account with an scrypt-hashed password; null when the email is taken. */
-export async function registerAccount(
-  repos: Repositories,
-  input: { email: string; password: string; role: Role },
-): Promise<Account | null> {
-  return repos.accounts.create({ email: input.email, passwordHash: await hashPassword(input.password), role: input.role });
 }

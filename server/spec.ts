@@ -15,7 +15,7 @@ export function loadSpec(path: string = specPath): OpenApiDocument {
 
 /** /openapi.yaml and /openapi.json: the contract this instance serves, with no key needed. */
 export function specRouter(spec: OpenApiDocument): Router {
-  const router = Router();
+  const router = Router({ caseSensitive: true, strict: true });
   const json = JSON.stringify(spec, null, 2);
   const yamlText = stringify(spec);
   router.get('/openapi.json', (_req, res) => void res.type('application/json').send(json));
@@ -61,7 +61,7 @@ export function operationsOf(doc: { paths: Record<string, unknown> } & Record<st
   };
   // A YAML date (2026-01-15) may arrive as a Date; keep the text the spec author wrote.
   const text = (value: unknown) =>
-    value === undefined ? undefined : value instanceof Date ? value.toISOString() : String(value);
+    value === undefined ? undefined : value instanceof Date ? value.toISOString() : typeof value === 'string' ? value : JSON.stringify(value);
 
   const table: Record<string, OperationEntry> = {};
   for (const [path, item] of Object.entries(doc.paths)) {

@@ -1,4 +1,4 @@
-// PRODUCT.md section 3: accounts, keys and the exact 401 rules.
+// docs/decisions.md, Who may do what: accounts, keys and the exact 401 rules.
 import request from 'supertest';
 import { customer, expectError, keyFor, password, setupApp, uniqueEmail } from './helpers';
 

@@ -1,4 +1,4 @@
-// PRODUCT.md sections 2 and 4: categories, unique names ignoring case, in-use deletes.
+// docs/decisions.md, Store rules: categories, unique names ignoring case, in-use deletes.
 import request from 'supertest';
 import { admin, customer, expectError, nextPage, setupApp, type Caller } from './helpers';
 

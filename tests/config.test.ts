@@ -1,11 +1,34 @@
-import { loadConfig } from '../server/config';
+import { readFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { configVariables, loadConfig } from '../server/config';
 
 describe('configuration', () => {
   it('has working defaults', () => {
-    expect(loadConfig({})).toMatchObject({ port: 3000, databasePath: './data/petstore.db', rateLimitPerMinute: 600 });
+    expect(loadConfig({})).toMatchObject({
+      port: 3000,
+      databasePath: './data/petstore.db',
+      rateLimitPerMinute: 600,
+      rateLimitPerAddressPerMinute: 600,
+      maxConnections: 1000,
+      headersTimeoutMs: 10_000,
+      requestTimeoutMs: 30_000,
+      keepAliveTimeoutMs: 5_000,
+      trustProxy: false,
+      bodyLimitBytes: 64 * 1024,
+    });
   });
 
   it('fails fast naming each bad variable', () => {
     expect(() => loadConfig({ PORT: 'eighty', RATE_LIMIT_PER_MINUTE: '0' })).toThrow(/PORT[\s\S]*RATE_LIMIT_PER_MINUTE/);
+  });
+
+  it('refuses a headers timeout longer than the request timeout', () => {
+    expect(() => loadConfig({ HEADERS_TIMEOUT_MS: '5000', REQUEST_TIMEOUT_MS: '1000' })).toThrow(/HEADERS_TIMEOUT_MS/);
+  });
+
+  it('documents every variable in the README configuration table', () => {
+    const readme = readFileSync(join(__dirname, '..', 'README.md'), 'utf8');
+    expect(configVariables.filter((name) => !readme.includes(`| \`${name}\` |`))).toEqual([]);
+    expect(configVariables).toEqual(expect.arrayContaining(['MAX_CONNECTIONS', 'HEADERS_TIMEOUT_MS', 'REQUEST_TIMEOUT_MS', 'KEEP_ALIVE_TIMEOUT_MS']));
   });
 });

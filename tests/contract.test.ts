@@ -7,7 +7,7 @@ import { arbitrary, brokenBodies, Source } from '../contract/generate';
 import { HttpClient } from '../contract/http';
 import { formatFailure, formatReport, maskAuthorization } from '../contract/report';
 import { runSuite } from '../contract/runner';
-import { buildContract, loadContract, type Document } from '../contract/spec';
+import { buildContract, loadContract } from '../contract/spec';
 import { admin, customer, setupApp, type TestApp } from './helpers';
 
 const contract = loadContract();
@@ -73,7 +73,7 @@ describe('contract suite: generation', () => {
 
 describe('contract suite: checks', () => {
   it('catches a status the spec does not document', async () => {
-    const doc = structuredClone(contract.doc) as Document;
+    const doc = structuredClone(contract.doc);
     delete (doc.paths['/api-keys'] as { get: { responses: Record<string, unknown> } }).get.responses['401'];
     const trimmed = buildContract(doc);
     const { server, client } = await listen(setupApp());

@@ -1,5 +1,5 @@
-// PRODUCT.md section 2: deprecation headers come from the spec at start-up, for whichever
-// operations it marks deprecated.
+// Deprecation headers come from the spec at start-up, for whichever operations it marks
+// deprecated (openapi.yaml, info.description, "Stability and deprecation").
 import request from 'supertest';
 import { loadSpec, type OpenApiDocument } from '../server/spec';
 import { admin, customer, setupApp, type Caller } from './helpers';

@@ -1,4 +1,4 @@
-// PRODUCT.md section 8: `npm start` on a brand-new database migrates it, loads a small
+// docs/decisions.md, Running it: `npm start` on a brand-new database migrates it, loads a small
 // demo catalogue (never into an existing database), and logs where /docs is.
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';

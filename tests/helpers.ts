@@ -5,12 +5,27 @@ import { createApp, type AppOptions } from '../server/app';
 import { loadConfig, type Config } from '../server/config';
 import { createDatabase, type Db } from '../db/client';
 import { createRepositories } from '../db/repositories';
-import { registerAccount } from '../server/security';
+import { registerAccount } from '../handlers/accounts';
+import { createLogger, type Logger } from '../server/log';
+
+/** A logger whose JSON lines the test can read back. */
+export function captureLog(level: Config['logLevel'] = 'debug'): { log: Logger; lines: () => Array<Record<string, unknown>>; text: () => string } {
+  const written: string[] = [];
+  const log = createLogger(level, { write: (line: string) => void written.push(line) });
+  return {
+    log,
+    lines: () => written.map((line) => JSON.parse(line) as Record<string, unknown>),
+    text: () => written.join(''),
+  };
+}
 
 export function testConfig(env: Record<string, string> = {}): Config {
   return loadConfig({
     LOG_LEVEL: 'silent',
     RATE_LIMIT_PER_MINUTE: '100000',
+    // Tests log in with wrong passwords on purpose; the lockout has its own tests.
+    LOGIN_FAILURES_PER_ACCOUNT: '100000',
+    LOGIN_FAILURES_PER_ADDRESS: '100000',
     SEED_DEMO_DATA: 'false',
     MESSAGE_DELIVERY_DELAY_MS: '0',
     ...env,
@@ -29,6 +44,16 @@ export function setupApp(options: Partial<AppOptions> & { databasePath?: string;
   const db = options.db ?? createDatabase(options.databasePath ?? ':memory:');
   const app = createApp({ ...options, db, config });
   return { app, db, config };
+}
+
+/** A fresh app with an admin (`boss`) and a customer (`buyer`), made before the file's tests run. */
+export function setupWithCallers(): TestApp & { boss: Caller; buyer: Caller } {
+  const t = setupApp() as TestApp & { boss: Caller; buyer: Caller };
+  beforeAll(async () => {
+    t.boss = await admin(t);
+    t.buyer = await customer(t.app);
+  });
+  return t;
 }
 
 let counter = 0;

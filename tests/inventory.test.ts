@@ -1,4 +1,4 @@
-// PRODUCT.md section 4: one inventory entry per pet, its status the pet's, and what
+// docs/decisions.md, Store rules: one inventory entry per pet, its status the pet's, and what
 // setting the stock does to that status.
 import request from 'supertest';
 import { admin, createPet, customer, expectError, nextPage, setupApp, type Caller } from './helpers';

@@ -1,4 +1,4 @@
-// PRODUCT.md section 5: the quickstart operation, its 400 and 401 cases, and delivery.
+// docs/decisions.md, Messages: the quickstart operation, its 400 and 401 cases, and delivery.
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -220,7 +220,7 @@ describe('messages survive a restart', () => {
     const { id } = (await queued.json()) as { id: string };
 
     expect(await server.stop()).toBe(0);
-    expect(server.log()).toContain('"message":"Stopped"');
+    expect(server.log()).toContain('"msg":"Stopped"');
     const file = new Database(databasePath, { readonly: true });
     try {
       expect(file.prepare('select status, sent_at from messages where id = ?').get(id)).toEqual({ status: 'queued', sent_at: null });

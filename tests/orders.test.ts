@@ -1,5 +1,5 @@
-// PRODUCT.md section 4, rule by rule, as a customer and an admin live them; plus who may
-// see which order (section 3) and Idempotency-Key.
+// The store rules (docs/decisions.md, Store rules), one by one, as a customer and an admin
+// live them; plus who may see which order (Who may do what) and Idempotency-Key.
 import request from 'supertest';
 import { admin, createPet, customer, expectError, setupApp, type Caller } from './helpers';
 

@@ -3,6 +3,7 @@
 // scan, as cheap deep in the list as at its start.
 import request from 'supertest';
 import { createRepositories } from '../db/repositories';
+import { loadSpec } from '../server/spec';
 import { admin, customer, nextPage, setupApp, type Caller } from './helpers';
 
 type Row = { id?: number; petId?: number };
@@ -116,7 +117,7 @@ describe('pagination', () => {
       client.prepare = ((sql: string) => {
         if (/^select/i.test(sql) && /\blimit\b/i.test(sql)) seen.add(sql);
         return prepare(sql);
-      }) as typeof client.prepare;
+      });
       try {
         const cursor = nextPage(await request(t.app).get('/pets?limit=1').set(buyer.auth))?.split('cursor=')[1];
         for (const path of [
@@ -148,5 +149,20 @@ describe('pagination', () => {
         expect({ sql, plan, problems }).toEqual({ sql, plan, problems: [] });
       }
     });
+  });
+});
+
+describe('the default page size', () => {
+  it("is the spec's Limit default, applied before the handler", async () => {
+    const spec = loadSpec() as unknown as { components: { parameters: { Limit: { schema: { default: number } } } } };
+    const t = setupApp();
+    const repos = createRepositories(t.db);
+    const boss = await admin(t);
+    const category = repos.categories.create({ name: 'Default page' }).id;
+    const size = spec.components.parameters.Limit.schema.default;
+    for (let i = 0; i <= size; i++) repos.pets.create({ name: `Paged ${i}`, categoryId: category, status: 'available' });
+    const res = await request(t.app).get('/pets').set(boss.auth);
+    expect(res.body).toHaveLength(size);
+    expect(nextPage(res)).toBeDefined();
   });
 });

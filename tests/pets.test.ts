@@ -1,4 +1,4 @@
-// PRODUCT.md sections 2 and 4: the pets of the catalogue and their inventory entries.
+// The pets of the catalogue and their inventory entries (docs/decisions.md, Store rules).
 import request from 'supertest';
 import { admin, createCategory, createPet, customer, expectError, setupApp, type Caller } from './helpers';
 

@@ -9,6 +9,8 @@ import { parse, stringify } from 'yaml';
 import { breakingChanges } from '../scripts/spec-breaking';
 import { repoRoot } from './server-process';
 
+// The spec as plain data, edited in place by each case.
+// eslint-disable-next-line @typescript-eslint/no-explicit-any -- the cases reach into arbitrary depths of openapi.yaml
 type Doc = Record<string, any>;
 const spec = (): Doc => parse(readFileSync(join(repoRoot, 'openapi.yaml'), 'utf8'));
 const changed = (edit: (doc: Doc) => void): Doc => {

@@ -1,6 +1,6 @@
-// PRODUCT.md section 4: "Under any concurrency, N orders against stock K must give exactly
-// K successful units sold and never a negative stock." Real HTTP on 127.0.0.1: first one
-// server, then two server processes sharing one SQLite file.
+// docs/decisions.md, Store rules: with any number of requests or processes, N orders
+// against stock K sell exactly K units and stock never goes below 0. Real HTTP on
+// 127.0.0.1: first one server, then two server processes sharing one SQLite file.
 import { execFile } from 'node:child_process';
 import { mkdtempSync, rmSync } from 'node:fs';
 import type { Server } from 'node:net';
@@ -64,7 +64,7 @@ describe('100 simultaneous orders against one server on 127.0.0.1', () => {
 
   beforeAll(async () => {
     server = await new Promise<Server>((resolve) => {
-      const s = t.app.listen(0, '127.0.0.1', () => resolve(s as unknown as Server));
+      const s = t.app.listen(0, '127.0.0.1', () => resolve(s));
     });
     const address = server.address();
     base = `http://127.0.0.1:${typeof address === 'object' && address ? address.port : 0}`;

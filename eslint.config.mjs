@@ -1,0 +1,55 @@
+// Code lint for the TypeScript sources (`npm run lint:code`); the spec has its own lint
+// (`npm run lint:spec`, redocly.yaml). typescript-eslint's type-aware recommended rules,
+// with the exceptions below, each with its reason.
+import js from '@eslint/js';
+import tseslint from 'typescript-eslint';
+
+export default tseslint.config(
+  // generated/ and client/openapi.ts are written by `npm run generate` and checked by `generate:check`.
+  { ignores: ['node_modules/', 'generated/', 'client/openapi.ts', 'data/', 'coverage/'] },
+  js.configs.recommended,
+  tseslint.configs.recommendedTypeChecked,
+  {
+    // A disable comment that no longer silences anything is itself an error.
+    linterOptions: { reportUnusedDisableDirectives: 'error' },
+    languageOptions: {
+      parserOptions: { projectService: true, tsconfigRootDir: import.meta.dirname },
+    },
+    rules: {
+      // Handlers and the validator's security handlers are async to fit an async interface,
+      // whether or not this implementation awaits anything.
+      '@typescript-eslint/require-await': 'off',
+      // Express tells an error handler by its four parameters; `_` marks one kept for shape.
+      '@typescript-eslint/no-unused-vars': [
+        'error',
+        { argsIgnorePattern: '^_', varsIgnorePattern: '^_', destructuredArrayIgnorePattern: '^_' },
+      ],
+    },
+  },
+  {
+    // Tests and the contract suite read response bodies and the spec as untyped JSON on
+    // purpose, and check them at run time (expect, ajv); typing every read adds nothing.
+    files: ['tests/**', 'contract/**'],
+    rules: {
+      '@typescript-eslint/no-unsafe-assignment': 'off',
+      '@typescript-eslint/no-unsafe-member-access': 'off',
+      '@typescript-eslint/no-unsafe-argument': 'off',
+      '@typescript-eslint/no-unsafe-return': 'off',
+      '@typescript-eslint/no-unsafe-call': 'off',
+      '@typescript-eslint/no-base-to-string': 'off',
+    },
+  },
+  {
+    files: ['**/*.js', '**/*.mjs'],
+    extends: [tseslint.configs.disableTypeChecked],
+  },
+  {
+    // Served to the browser by /docs.
+    files: ['server/docs-assets/**/*.js'],
+    languageOptions: { globals: { document: 'readonly', window: 'readonly' } },
+  },
+  {
+    files: ['jest.config.js'],
+    languageOptions: { sourceType: 'commonjs', globals: { module: 'writable' } },
+  },
+);

@@ -1,0 +1,51 @@
+// Local exposure: the database files are owner-only, and account:create takes the
+// password from stdin (or a prompt that does not echo) instead of the command line.
+import { spawnSync } from 'node:child_process';
+import { mkdtempSync, rmSync, statSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import Database from 'better-sqlite3';
+import { createDatabase } from '../db/client';
+import { repoRoot } from './server-process';
+
+const dir = mkdtempSync(join(tmpdir(), 'petstore-exposure-'));
+afterAll(() => rmSync(dir, { recursive: true, force: true }));
+
+describe('the database file', () => {
+  it('is created 0600, and so are its -wal and -shm files', () => {
+    const path = join(dir, 'fresh', 'petstore.db');
+    const db = createDatabase(path);
+    db.$client.exec("create table mode_probe (x); insert into mode_probe values (1)");
+    const modes = ['', '-wal', '-shm'].map((suffix) => [suffix, statSync(path + suffix).mode & 0o777]);
+    db.$client.close();
+    expect(modes).toEqual([['', 0o600], ['-wal', 0o600], ['-shm', 0o600]]);
+  });
+});
+
+describe('npm run account:create', () => {
+  const run = (args: string[], input: string) =>
+    spawnSync(process.execPath, ['--import', 'tsx', 'scripts/account-create.ts', ...args], {
+      cwd: repoRoot,
+      env: { ...process.env, DATABASE_PATH: join(dir, 'accounts.db') },
+      input,
+      encoding: 'utf8',
+      timeout: 60_000,
+    });
+
+  it('reads the password from stdin when --password is not given', () => {
+    const result = run(['--email', 'stdin-admin@example.com', '--admin'], 'a long admin password\n');
+    expect(result.stderr).toBe('');
+    expect(result.status).toBe(0);
+    const db = new Database(join(dir, 'accounts.db'), { readonly: true });
+    const row = db.prepare("select role, password_hash as hash from accounts where email = 'stdin-admin@example.com'").get() as { role: string; hash: string };
+    db.close();
+    expect(row.role).toBe('admin');
+    expect(row.hash).toMatch(/^scrypt\$/);
+  });
+
+  it('refuses a short password from stdin', () => {
+    const result = run(['--email', 'short@example.com'], 'short\n');
+    expect(result.status).toBe(2);
+    expect(result.stderr).toContain('8+ characters');
+  });
+});

@@ -1,0 +1,104 @@
+// Rate limits a client cannot dodge: per address before authentication, per account
+// after it, failed Basic logins per account and per address, and the client address
+// taken only from proxies the operator named.
+import request from 'supertest';
+import { loadConfig } from '../server/config';
+import { customer, expectError, password, setupApp, uniqueEmail } from './helpers';
+
+const fakeKey = (i: number) => ({ Authorization: `Bearer ps_live_made-up-${i}-${Math.random().toString(36).slice(2)}` });
+
+describe('per client address, before authentication', () => {
+  it('gives made-up Bearer values no counter of their own', async () => {
+    const t = setupApp({ env: { RATE_LIMIT_PER_MINUTE: '3' } });
+    for (let i = 0; i < 3; i++) expectError(await request(t.app).get('/pets').set(fakeKey(i)), 401, 'unauthorized');
+    const res = await request(t.app).get('/pets').set(fakeKey(3));
+    expectError(res, 429, 'rate_limited');
+    expect(Number(res.headers['retry-after'])).toBeGreaterThan(0);
+  });
+
+  it('limits sign-ups from one address whatever Authorization they carry', async () => {
+    const t = setupApp({ env: { RATE_LIMIT_PER_MINUTE: '3' } });
+    const signUp = (i: number) => request(t.app).post('/accounts').set(fakeKey(i)).send({ email: uniqueEmail('flood'), password });
+    for (let i = 0; i < 3; i++) expect((await signUp(i)).status).toBe(201);
+    expectError(await signUp(3), 429, 'rate_limited');
+  });
+
+  it('answers past the limit without looking the key up (the key table is gone: still 429, not 500)', async () => {
+    const t = setupApp({ env: { RATE_LIMIT_PER_MINUTE: '2' } });
+    for (let i = 0; i < 2; i++) await request(t.app).get('/nowhere');
+    t.db.$client.exec('ALTER TABLE api_keys RENAME TO api_keys_gone');
+    expectError(await request(t.app).get('/pets').set(fakeKey(0)), 429, 'rate_limited');
+  });
+});
+
+describe('per account, after authentication', () => {
+  it('counts an account across its keys and addresses', async () => {
+    const t = setupApp({ env: { RATE_LIMIT_PER_MINUTE: '3', RATE_LIMIT_PER_ADDRESS_PER_MINUTE: '1000', TRUST_PROXY: 'loopback' } });
+    const caller = await customer(t.app);
+    const from = (address: string) => request(t.app).get('/api-keys').set(caller.auth).set('X-Forwarded-For', address);
+    // customer() made one authenticated request already: the key creation, with Basic.
+    expect((await from('198.51.100.1')).status).toBe(200);
+    expect((await from('198.51.100.2')).status).toBe(200);
+    expectError(await from('198.51.100.3'), 429, 'rate_limited');
+    // Another account from the same addresses is not affected.
+    const other = await customer(t.app);
+    expect((await request(t.app).get('/api-keys').set(other.auth).set('X-Forwarded-For', '198.51.100.3')).status).toBe(200);
+  });
+});
+
+describe('failed HTTP Basic logins', () => {
+  const env = { LOGIN_FAILURES_PER_ACCOUNT: '3', LOGIN_FAILURES_PER_ADDRESS: '1000', TRUST_PROXY: 'loopback' };
+
+  it('locks password logins of one account after repeated failures, from any address, with 429 and Retry-After', async () => {
+    const t = setupApp({ env });
+    const victim = await customer(t.app);
+    for (let i = 0; i < 3; i++) {
+      const res = await request(t.app).post('/api-keys').auth(victim.email, `guess ${i}`).set('X-Forwarded-For', `203.0.113.${i}`);
+      expectError(res, 401, 'unauthorized');
+    }
+    // Even the right password, from yet another address, waits out the lockout.
+    const locked = await request(t.app).post('/api-keys').auth(victim.email, password).set('X-Forwarded-For', '203.0.113.99');
+    expectError(locked, 429, 'rate_limited');
+    expect(Number(locked.headers['retry-after'])).toBeGreaterThan(0);
+    // The victim's API key keeps working: a guesser cannot lock them out of it.
+    expect((await request(t.app).get('/api-keys').set(victim.auth)).status).toBe(200);
+  });
+
+  it('does not count successful logins', async () => {
+    const t = setupApp({ env });
+    const user = await customer(t.app);
+    for (let i = 0; i < 5; i++) expect((await request(t.app).post('/api-keys').auth(user.email, password)).status).toBe(201);
+  });
+
+  it('limits failures per address across accounts', async () => {
+    const t = setupApp({ env: { LOGIN_FAILURES_PER_ACCOUNT: '1000', LOGIN_FAILURES_PER_ADDRESS: '3' } });
+    for (let i = 0; i < 3; i++) expectError(await request(t.app).post('/api-keys').auth(uniqueEmail('spray'), 'guess'), 401, 'unauthorized');
+    expectError(await request(t.app).post('/api-keys').auth(uniqueEmail('spray'), 'guess'), 429, 'rate_limited');
+  });
+});
+
+describe('TRUST_PROXY', () => {
+  it('takes the right-most address not written by a trusted proxy, so a spoofed left-most entry changes nothing', async () => {
+    const t = setupApp({ env: { RATE_LIMIT_PER_MINUTE: '2', TRUST_PROXY: '1' } });
+    const via = (spoofed: string) => request(t.app).get('/nowhere').set('X-Forwarded-For', `${spoofed}, 192.0.2.7`);
+    expect((await via('10.0.0.1')).status).toBe(404);
+    expect((await via('10.0.0.2')).status).toBe(404);
+    expectError(await via('10.0.0.3'), 429, 'rate_limited');
+    // Another client behind the same proxy has its own counter.
+    expect((await request(t.app).get('/nowhere').set('X-Forwarded-For', '192.0.2.8')).status).toBe(404);
+  });
+
+  it.each([
+    ['false', false],
+    ['1', 1],
+    ['2', 2],
+    ['loopback', ['loopback']],
+    ['10.0.0.0/8, 192.0.2.1, ::1, fd00::/8', ['10.0.0.0/8', '192.0.2.1', '::1', 'fd00::/8']],
+  ])('takes Express\'s form %s', (value, expected) => {
+    expect(loadConfig({ TRUST_PROXY: value }).trustProxy).toEqual(expected);
+  });
+
+  it.each(['true', 'yes', '10.0.0.0/33', 'proxy.example.com'])('refuses %s at start-up, naming the variable', (value) => {
+    expect(() => loadConfig({ TRUST_PROXY: value })).toThrow(/TRUST_PROXY/);
+  });
+});
