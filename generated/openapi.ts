@@ -642,7 +642,7 @@ export interface components {
         };
         Error: {
             /**
-             * @description Machine-readable error code. The set is closed and stable:
+             * @description Machine-readable error code. Every code the service sends is listed; codes are added, never removed:
              *
              *     - `bad_request` 400: the HTTP request itself is malformed (request line,
              *       method or headers), answered before any operation is matched.
