@@ -1,8 +1,9 @@
 // The checks every response goes through. Bodies are validated by this suite's own ajv,
 // compiled from the parsed openapi.yaml, never by the server's middleware: a server whose
 // validator is off or wrong is still caught.
-import Ajv, { type ValidateFunction } from 'ajv';
-import addFormats from 'ajv-formats';
+import type Ajv from 'ajv';
+import type { ValidateFunction } from 'ajv';
+import { createAjv, toJsonSchema } from './schema';
 import type { ReceivedResponse, SentRequest } from './http';
 import { documented, type Contract, type Operation, type Schema } from './spec';
 
@@ -31,34 +32,12 @@ export interface Exchange {
 
 const jsonType = /^application\/(?:[\w.+-]+\+)?json\s*(?:;|$)/i;
 
-/** OpenAPI 3.0 schemas in ajv's JSON Schema: `nullable` becomes a `null` type. */
-function toJsonSchema(node: unknown): unknown {
-  if (Array.isArray(node)) return node.map(toJsonSchema);
-  if (!node || typeof node !== 'object') return node;
-  const out: Record<string, unknown> = {};
-  for (const [k, v] of Object.entries(node)) out[k] = toJsonSchema(v);
-  if (out.nullable === true) {
-    if (typeof out.type === 'string') out.type = [out.type, 'null'];
-    if (Array.isArray(out.enum) && !out.enum.includes(null)) out.enum = [...out.enum, null];
-  }
-  return out;
-}
-
 export class ResponseValidator {
   private readonly ajv: Ajv;
   private readonly compiled = new Map<string, ValidateFunction>();
 
   constructor(private readonly contract: Contract) {
-    this.ajv = new Ajv({ strict: false, allErrors: true, validateFormats: true });
-    addFormats(this.ajv, { mode: 'full' });
-    // OpenAPI's numeric formats, which JSON Schema does not define.
-    this.ajv.addFormat('int32', { type: 'number', validate: (n: number) => Number.isInteger(n) && Math.abs(n) <= 2 ** 31 });
-    this.ajv.addFormat('int64', { type: 'number', validate: (n: number) => Number.isInteger(n) });
-    this.ajv.addFormat('float', { type: 'number', validate: () => true });
-    this.ajv.addFormat('double', { type: 'number', validate: () => true });
-    this.ajv.addFormat('byte', /^[A-Za-z0-9+/]*={0,2}$/);
-    this.ajv.addFormat('binary', () => true);
-    this.ajv.addFormat('password', () => true);
+    this.ajv = createAjv({ allErrors: true });
     this.ajv.addSchema(toJsonSchema(contract.doc) as Schema, 'openapi.json');
   }
 

@@ -1,4 +1,4 @@
-// npm run test:contract [-- --base-url URL --key KEY [--admin-key KEY]] [--seed N] [--runs N] [--spec PATH]
+// npm run test:contract [-- --base-url URL --key KEY [--admin-key KEY]] [--seed N] [--runs N] [--spec PATH] [--via-prism]
 //
 // Without --base-url it starts this project's server on 127.0.0.1 with a fresh database
 // (and a second one with a tiny rate limit, where 429 is reachable), makes an admin with
@@ -9,6 +9,7 @@ import { ResponseValidator } from './checks';
 import { HttpClient } from './http';
 import { formatFailure, formatReport } from './report';
 import { runSuite, type RunOptions } from './runner';
+import { PrismRoutedClient, responseViolations, startPrism, type PrismProxy } from './prism';
 import { createAdmin, startService, type LocalService } from './server';
 import { defaultSpecPath, loadContract } from './spec';
 
@@ -22,7 +23,9 @@ const usage = `Usage: npm run test:contract -- [--base-url URL --key KEY [--admi
   --runs N          resources made per create operation and samples per read (default 3)
   --spec PATH       the contract to test against (default: this project's openapi.yaml)
   --verbose, -v     print every request and its answer, one line each
-  --body-limit N    bytes above which a body must be refused with 413 (default: from the spec, else 65536)`;
+  --body-limit N    bytes above which a body must be refused with 413 (default: from the spec, else 65536)
+  --via-prism       send the traffic through Stoplight Prism (prism proxy), and fail on any
+                    response violation it reports as well`;
 
 function bodyLimitFromSpec(description: unknown): number | undefined {
   const match = /bodies over (\d+)\s*KiB/i.exec(String(description ?? ''));
@@ -40,6 +43,7 @@ async function main(): Promise<number> {
       spec: { type: 'string' },
       'body-limit': { type: 'string' },
       verbose: { type: 'boolean', short: 'v' },
+      'via-prism': { type: 'boolean' },
       help: { type: 'boolean', short: 'h' },
     },
   });
@@ -72,13 +76,15 @@ async function main(): Promise<number> {
   const reproduceArgs = [`--seed ${seed}`];
   if (runs !== 3) reproduceArgs.push(`--runs ${runs}`);
   if (values.spec) reproduceArgs.push(`--spec ${values.spec}`);
+  if (values['via-prism']) reproduceArgs.push('--via-prism');
   if (remote) reproduceArgs.push(`--base-url ${remote}`, '--key <KEY>', ...(values['admin-key'] ? ['--admin-key <ADMIN_KEY>'] : []));
   const reproduce = `Reproduce with: npm run test:contract -- ${reproduceArgs.join(' ')}`;
 
   const started = Date.now();
-  const services: LocalService[] = [];
+  const services: Array<LocalService | PrismProxy> = [];
   const clients: HttpClient[] = [];
   const stopAll = () => Promise.all(services.map((s) => s.stop()));
+  const prismViolations: string[] = [];
   const onSignal = () => void stopAll().then(() => process.exit(130));
   process.once('SIGINT', onSignal);
   process.once('SIGTERM', onSignal);
@@ -122,8 +128,14 @@ async function main(): Promise<number> {
       };
       console.log(`Service at ${baseUrl} (database ${service.databasePath}); rate-limited twin at ${limited.baseUrl}`);
     }
+    let client = new HttpClient(baseUrl);
+    if (values['via-prism']) {
+      const prism = await startPrism(values.spec ?? defaultSpecPath, baseUrl);
+      services.push(prism);
+      console.log(`Stoplight Prism validates every answer, proxying ${prism.baseUrl} to ${baseUrl} (bodies that are not JSON go straight to the service)`);
+      client = new PrismRoutedClient(prism.baseUrl, client);
+    }
     console.log(`Contract: ${values.spec ?? 'openapi.yaml'} (${contract.operations.length} operations); seed ${seed}; runs ${runs}`);
-    const client = new HttpClient(baseUrl);
     clients.push(client);
     let streamed = 0;
     const result = await runSuite({
@@ -139,6 +151,9 @@ async function main(): Promise<number> {
           console.log(`  ${ex.response.status} ${ex.opId} [${ex.label}] ${ex.request.method} ${ex.request.path}${body} -> ${ex.response.text.slice(0, 160)}`);
         }
         if (ex.failures.length > 0 && streamed++ < 3) console.log(`\n${formatFailure(ex, reproduce)}\n`);
+        for (const violation of responseViolations(ex.response.headers)) {
+          prismViolations.push(`${ex.opId} [${ex.label}] ${ex.request.method} ${ex.request.path} -> ${ex.response.status}: ${violation}`);
+        }
       },
     });
     console.log(`\nFinished in ${((Date.now() - started) / 1000).toFixed(1)} s.\n`);
@@ -146,7 +161,11 @@ async function main(): Promise<number> {
     if (result.exchanges.some((e) => e.response.status === 0)) {
       for (const s of services) console.log(`\nThe service at ${s.baseUrl} printed:\n${s.output() || '(nothing)'}`);
     }
-    const failed = result.exchanges.some((e) => e.failures.length > 0) || result.gaps.length > 0;
+    if (values['via-prism']) {
+      console.log(`\nStoplight Prism: ${prismViolations.length} response violation(s)${prismViolations.length > 0 ? ':' : '.'}`);
+      for (const line of prismViolations.slice(0, 50)) console.log(`  ${line}`);
+    }
+    const failed = result.exchanges.some((e) => e.failures.length > 0) || result.gaps.length > 0 || prismViolations.length > 0;
     return failed ? 1 : 0;
   } finally {
     for (const c of clients) c.close();

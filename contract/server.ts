@@ -1,23 +1,23 @@
 // The default target: this project's own server, started as a child process on
 // 127.0.0.1 with a fresh database file, and stopped with SIGTERM at the end.
-import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
+import { spawnSync } from 'node:child_process';
 import { mkdtempSync, rmSync } from 'node:fs';
 import net from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import http from 'node:http';
+import { startServer } from '../tests/server-process';
 
 const root = join(__dirname, '..');
 
 export interface LocalService {
   baseUrl: string;
   databasePath: string;
-  /** What the server printed (only LOG_LEVEL=error lines), for when it fails. */
+  /** What the server logged, for when it fails. */
   output(): string;
   stop(): Promise<void>;
 }
 
-function freePort(): Promise<number> {
+export function freePort(): Promise<number> {
   return new Promise((resolve, reject) => {
     const server = net.createServer();
     server.unref();
@@ -30,60 +30,27 @@ function freePort(): Promise<number> {
   });
 }
 
-function healthy(baseUrl: string): Promise<boolean> {
-  return new Promise((resolve) => {
-    const req = http.get(`${baseUrl}/healthz`, { timeout: 1000 }, (res) => {
-      res.resume();
-      resolve(res.statusCode === 200);
-    });
-    req.on('error', () => resolve(false));
-    req.on('timeout', () => req.destroy());
-  });
-}
-
+/**
+ * Starts the project's server on a fresh database file through the launcher the jest
+ * tests use (tests/server-process.ts: `npm start`'s one node process, PORT=0).
+ */
 export async function startService(env: Record<string, string>): Promise<LocalService> {
   const dir = mkdtempSync(join(tmpdir(), 'petstore-contract-'));
   const databasePath = join(dir, 'petstore.db');
-  const port = await freePort();
-  const baseUrl = `http://127.0.0.1:${port}`;
-  let output = '';
-  // What `npm start` runs: one node process, so SIGTERM reaches the service itself.
-  const child: ChildProcess = spawn(process.execPath, ['--import', 'tsx', 'server/main.ts'], {
-    cwd: root,
-    env: {
-      ...process.env,
-      PORT: String(port),
-      HOST: '127.0.0.1',
-      DATABASE_PATH: databasePath,
-      SEED_DEMO_DATA: 'false',
-      LOG_LEVEL: 'error',
-      ...env,
-    },
-    stdio: ['ignore', 'pipe', 'pipe'],
-  });
-  child.stdout?.on('data', (c: Buffer) => (output += c.toString()));
-  child.stderr?.on('data', (c: Buffer) => (output += c.toString()));
-  const exited = new Promise<void>((resolve) => child.once('exit', () => resolve()));
-
-  const stop = async () => {
-    if (child.exitCode === null && child.signalCode === null) {
-      child.kill('SIGTERM');
-      const timer = setTimeout(() => child.kill('SIGKILL'), 15_000);
-      await exited;
-      clearTimeout(timer);
-    }
+  try {
+    const server = await startServer({ DATABASE_PATH: databasePath, SEED_DEMO_DATA: 'false', ...env }, 60_000);
+    const stop = async () => {
+      try {
+        if (server.child.exitCode === null && server.child.signalCode === null) await server.stop();
+      } finally {
+        rmSync(dir, { recursive: true, force: true });
+      }
+    };
+    return { baseUrl: server.url, databasePath, output: () => server.log(), stop };
+  } catch (error) {
     rmSync(dir, { recursive: true, force: true });
-  };
-
-  const deadline = Date.now() + 60_000;
-  while (!(await healthy(baseUrl))) {
-    if (child.exitCode !== null || Date.now() > deadline) {
-      await stop();
-      throw new Error(`The service did not start on ${baseUrl}:\n${output}`);
-    }
-    await new Promise((r) => setTimeout(r, 150));
+    throw error;
   }
-  return { baseUrl, databasePath, output: () => output, stop };
 }
 
 /**

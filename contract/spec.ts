@@ -6,6 +6,7 @@
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { parse } from 'yaml';
+import { operationsOf } from '../server/spec';
 
 export type Schema = { [key: string]: unknown };
 export type Document = Schema & { paths: Record<string, Record<string, unknown>> };
@@ -100,64 +101,52 @@ export function buildContract(doc: Document): Contract {
   };
   const deref = (schema: unknown): Schema => follow(schema ?? {}, '#').value;
 
-  const securitySchemes = ((doc.components as Schema | undefined)?.securitySchemes ?? {}) as Record<string, Schema>;
-  const securityOf = (requirements: unknown): Operation['security'] => {
-    const list = (requirements ?? []) as Array<Record<string, unknown>>;
-    for (const requirement of list) {
-      for (const name of Object.keys(requirement)) {
-        const scheme = securitySchemes[name];
-        if (scheme?.type === 'http' && String(scheme.scheme).toLowerCase() === 'basic') return 'basic';
-        if (scheme) return 'bearer';
-      }
-    }
-    return 'none';
-  };
-
   const operations: Operation[] = [];
-  for (const [path, rawItem] of Object.entries(doc.paths)) {
-    const item = follow(rawItem, `#/paths/${escape(path)}`).value;
+  for (const [id, entry] of Object.entries(operationsOf(doc))) {
+    const { path } = entry;
+    // The suite speaks the five methods a JSON API declares; anything else is not probed.
+    const method = entry.method as Method;
+    if (!methods.includes(method)) continue;
+    const item = follow(doc.paths[path], `#/paths/${escape(path)}`).value;
     const shared = (item.parameters ?? []) as unknown[];
-    for (const method of methods) {
-      const raw = item[method] as Schema | undefined;
-      if (!raw) continue;
-      const base = `#/paths/${escape(path)}/${method}`;
-      const byKey = new Map<string, Param>();
-      for (const p of [...shared, ...((raw.parameters ?? []) as unknown[])]) {
-        const param = deref(p);
-        if (param.in === 'cookie') continue;
-        const explode = param.explode === undefined ? (param.style ?? 'form') === 'form' : param.explode === true;
-        byKey.set(`${String(param.in)}:${String(param.name)}`, {
-          name: String(param.name),
-          in: param.in as Param['in'],
-          required: param.required === true,
-          schema: (param.schema ?? {}) as Schema,
-          explode,
-          opaque: /\bopaque\b/i.test(String(param.description ?? '')),
-        });
-      }
-      let body: Operation['body'];
-      if (raw.requestBody) {
-        const rb = deref(raw.requestBody);
-        const json = (rb.content as Record<string, Schema> | undefined)?.['application/json'];
-        if (json) body = { required: rb.required === true, schema: (json.schema ?? {}) as Schema };
-      }
-      const responses = new Map<string, ResponseSpec>();
-      for (const [status, rawResponse] of Object.entries((raw.responses ?? {}) as Record<string, unknown>)) {
-        const { value: response, pointer } = follow(rawResponse, `${base}/responses/${escape(status)}`);
-        responses.set(status, responseSpec(status, response, pointer));
-      }
-      operations.push({
-        id: String(raw.operationId ?? `${method} ${path}`),
-        method,
-        path,
-        params: [...byKey.values()],
-        body,
-        responses,
-        security: securityOf(raw.security ?? doc.security),
-        role: typeof raw['x-required-role'] === 'string' ? raw['x-required-role'] : undefined,
-        deprecated: raw.deprecated === true,
+    const raw = item[method] as Schema;
+    const base = `#/paths/${escape(path)}/${method}`;
+    const byKey = new Map<string, Param>();
+    for (const p of [...shared, ...((raw.parameters ?? []) as unknown[])]) {
+      const param = deref(p);
+      if (param.in === 'cookie') continue;
+      const explode = param.explode === undefined ? (param.style ?? 'form') === 'form' : param.explode === true;
+      byKey.set(`${String(param.in)}:${String(param.name)}`, {
+        name: String(param.name),
+        in: param.in as Param['in'],
+        required: param.required === true,
+        schema: (param.schema ?? {}) as Schema,
+        explode,
+        opaque: /\bopaque\b/i.test(String(param.description ?? '')),
       });
     }
+    let body: Operation['body'];
+    if (raw.requestBody) {
+      const rb = deref(raw.requestBody);
+      const json = (rb.content as Record<string, Schema> | undefined)?.['application/json'];
+      if (json) body = { required: rb.required === true, schema: (json.schema ?? {}) as Schema };
+    }
+    const responses = new Map<string, ResponseSpec>();
+    for (const [status, rawResponse] of Object.entries((raw.responses ?? {}) as Record<string, unknown>)) {
+      const { value: response, pointer } = follow(rawResponse, `${base}/responses/${escape(status)}`);
+      responses.set(status, responseSpec(status, response, pointer));
+    }
+    operations.push({
+      id,
+      method,
+      path,
+      params: [...byKey.values()],
+      body,
+      responses,
+      security: entry.security === 'public' ? 'none' : entry.security,
+      role: entry.requiredRole,
+      deprecated: entry.deprecated !== undefined,
+    });
   }
 
   const find = (method: string, path: string) => operations.find((o) => o.method === method && o.path === path);

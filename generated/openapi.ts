@@ -423,6 +423,7 @@ export interface components {
             status: components["schemas"]["PetStatus"];
         };
         /**
+         * @description A pet as the service returns it; `status` is always present (`available` unless the pet was created or updated with another).
          * @example {
          *       "id": 1,
          *       "name": "Rex",
@@ -435,7 +436,7 @@ export interface components {
             /** @description The animal's name. */
             name: string;
             categoryId: components["schemas"]["Id"];
-            status?: components["schemas"]["PetStatus"];
+            status: components["schemas"]["PetStatus"];
         };
         Pets: components["schemas"]["Pet"][];
         NewCategory: {
@@ -467,12 +468,17 @@ export interface components {
         NewOrder: {
             petId: components["schemas"]["Id"];
             /**
+             * Format: int32
              * @description Number of units to order.
              * @default 1
              */
             quantity: number;
         };
         /**
+         * @description An order as the service returns it (requests use `NewOrder` and
+         *     `OrderFulfilment`). `id`, `petId`, `quantity` (1 unless the order said
+         *     otherwise) and `complete` are always present; `shipDate` appears once
+         *     the order is completed.
          * @example {
          *       "id": 7,
          *       "petId": 1,
@@ -482,17 +488,20 @@ export interface components {
          *     }
          */
         Order: {
-            id?: components["schemas"]["Id"];
-            petId?: components["schemas"]["Id"];
-            /** @description Number of units ordered. */
-            quantity?: number;
+            id: components["schemas"]["Id"];
+            petId: components["schemas"]["Id"];
+            /**
+             * Format: int32
+             * @description Number of units ordered.
+             */
+            quantity: number;
             /**
              * Format: date-time
              * @description Expected or actual ship date; set when the order is completed.
              */
             shipDate?: string;
             /** @description Whether the order has been fulfilled. */
-            complete?: boolean;
+            complete: boolean;
         };
         OrderFulfilment: {
             /**
@@ -515,12 +524,18 @@ export interface components {
          */
         InventoryItem: {
             petId: components["schemas"]["Id"];
-            /** @description Current stock count. */
+            /**
+             * Format: int32
+             * @description Current stock count.
+             */
             quantity: number;
             status: components["schemas"]["PetStatus"];
         };
         InventoryUpdate: {
-            /** @description The new stock count. */
+            /**
+             * Format: int32
+             * @description The new stock count.
+             */
             quantity: number;
         };
         NewAccount: {
@@ -627,7 +642,7 @@ export interface components {
         };
         Error: {
             /**
-             * @description Machine-readable error code. The set is closed and stable:
+             * @description Machine-readable error code. Every code the service sends is listed; codes are added, never removed:
              *
              *     - `bad_request` 400: the HTTP request itself is malformed (request line,
              *       method or headers), answered before any operation is matched.
@@ -657,7 +672,10 @@ export interface components {
             code: "bad_request" | "invalid_json" | "invalid_content_type" | "validation_failed" | "unauthorized" | "forbidden" | "not_found" | "method_not_allowed" | "conflict" | "pet_not_available" | "insufficient_stock" | "pet_has_open_orders" | "category_in_use" | "order_completed" | "idempotency_key_reused" | "request_timeout" | "precondition_failed" | "payload_too_large" | "range_not_satisfiable" | "headers_too_large" | "pet_not_found" | "category_not_found" | "rate_limited" | "internal_error" | "not_implemented" | "unavailable";
             /** @description Human-readable description; never a stack trace. */
             message: string;
-            /** @description The HTTP status code, equal to the response's. */
+            /**
+             * Format: int32
+             * @description The HTTP status code, equal to the response's.
+             */
             status: number;
         };
     };
@@ -670,6 +688,8 @@ export interface components {
          */
         BadRequest: {
             headers: {
+                "RateLimit-Policy": components["headers"]["RateLimitPolicy"];
+                RateLimit: components["headers"]["RateLimit"];
                 "X-Request-Id": components["headers"]["XRequestId"];
                 [name: string]: unknown;
             };
@@ -684,6 +704,8 @@ export interface components {
         Unauthorized: {
             headers: {
                 "WWW-Authenticate": components["headers"]["WWWAuthenticate"];
+                "RateLimit-Policy": components["headers"]["RateLimitPolicy"];
+                RateLimit: components["headers"]["RateLimit"];
                 "X-Request-Id": components["headers"]["XRequestId"];
                 [name: string]: unknown;
             };
@@ -702,6 +724,8 @@ export interface components {
         BasicUnauthorized: {
             headers: {
                 "WWW-Authenticate": components["headers"]["WWWAuthenticate"];
+                "RateLimit-Policy": components["headers"]["RateLimitPolicy"];
+                RateLimit: components["headers"]["RateLimit"];
                 "X-Request-Id": components["headers"]["XRequestId"];
                 [name: string]: unknown;
             };
@@ -719,6 +743,8 @@ export interface components {
         /** @description `forbidden`: the operation is for admins only. */
         Forbidden: {
             headers: {
+                "RateLimit-Policy": components["headers"]["RateLimitPolicy"];
+                RateLimit: components["headers"]["RateLimit"];
                 "X-Request-Id": components["headers"]["XRequestId"];
                 [name: string]: unknown;
             };
@@ -736,6 +762,8 @@ export interface components {
         /** @description `not_found`: no such resource, or it belongs to another account. */
         NotFound: {
             headers: {
+                "RateLimit-Policy": components["headers"]["RateLimitPolicy"];
+                RateLimit: components["headers"]["RateLimit"];
                 "X-Request-Id": components["headers"]["XRequestId"];
                 [name: string]: unknown;
             };
@@ -754,6 +782,8 @@ export interface components {
         MethodNotAllowed: {
             headers: {
                 Allow: components["headers"]["Allow"];
+                "RateLimit-Policy": components["headers"]["RateLimitPolicy"];
+                RateLimit: components["headers"]["RateLimit"];
                 "X-Request-Id": components["headers"]["XRequestId"];
                 [name: string]: unknown;
             };
@@ -775,6 +805,8 @@ export interface components {
          */
         Conflict: {
             headers: {
+                "RateLimit-Policy": components["headers"]["RateLimitPolicy"];
+                RateLimit: components["headers"]["RateLimit"];
                 "X-Request-Id": components["headers"]["XRequestId"];
                 [name: string]: unknown;
             };
@@ -797,6 +829,8 @@ export interface components {
         OrderConflict: {
             headers: {
                 "Idempotent-Replayed": components["headers"]["IdempotentReplayed"];
+                "RateLimit-Policy": components["headers"]["RateLimitPolicy"];
+                RateLimit: components["headers"]["RateLimit"];
                 "X-Request-Id": components["headers"]["XRequestId"];
                 [name: string]: unknown;
             };
@@ -814,6 +848,8 @@ export interface components {
         /** @description `payload_too_large`: the request body is over 64 KiB. */
         PayloadTooLarge: {
             headers: {
+                "RateLimit-Policy": components["headers"]["RateLimitPolicy"];
+                RateLimit: components["headers"]["RateLimit"];
                 "X-Request-Id": components["headers"]["XRequestId"];
                 [name: string]: unknown;
             };
@@ -831,6 +867,8 @@ export interface components {
         /** @description `category_not_found`: the `categoryId` names no category. */
         CategoryNotFound: {
             headers: {
+                "RateLimit-Policy": components["headers"]["RateLimitPolicy"];
+                RateLimit: components["headers"]["RateLimit"];
                 "X-Request-Id": components["headers"]["XRequestId"];
                 [name: string]: unknown;
             };
@@ -849,6 +887,8 @@ export interface components {
         PetNotFound: {
             headers: {
                 "Idempotent-Replayed": components["headers"]["IdempotentReplayed"];
+                "RateLimit-Policy": components["headers"]["RateLimitPolicy"];
+                RateLimit: components["headers"]["RateLimit"];
                 "X-Request-Id": components["headers"]["XRequestId"];
                 [name: string]: unknown;
             };
@@ -886,6 +926,8 @@ export interface components {
         /** @description `internal_error`: the service failed. The message is generic; details are only in the server log under the `X-Request-Id`. */
         InternalError: {
             headers: {
+                "RateLimit-Policy": components["headers"]["RateLimitPolicy"];
+                RateLimit: components["headers"]["RateLimit"];
                 "X-Request-Id": components["headers"]["XRequestId"];
                 [name: string]: unknown;
             };
@@ -903,6 +945,8 @@ export interface components {
         /** @description `unavailable`: the database does not answer. */
         Unavailable: {
             headers: {
+                "RateLimit-Policy": components["headers"]["RateLimitPolicy"];
+                RateLimit: components["headers"]["RateLimit"];
                 "X-Request-Id": components["headers"]["XRequestId"];
                 [name: string]: unknown;
             };
@@ -979,7 +1023,7 @@ export interface components {
         WWWAuthenticate: string;
         /** @description The methods the path supports. */
         Allow: string;
-        /** @description Seconds to wait before retrying. */
+        /** @description Seconds to wait before retrying, at most the one-minute window. */
         RetryAfter: number;
         /** @description The IETF RateLimit-Policy header, for example `"default";q=600;w=60`. */
         RateLimitPolicy: string;
@@ -1014,6 +1058,8 @@ export interface operations {
             200: {
                 headers: {
                     Link: components["headers"]["LinkNext"];
+                    "RateLimit-Policy": components["headers"]["RateLimitPolicy"];
+                    RateLimit: components["headers"]["RateLimit"];
                     "X-Request-Id": components["headers"]["XRequestId"];
                     [name: string]: unknown;
                 };
@@ -1050,6 +1096,8 @@ export interface operations {
             201: {
                 headers: {
                     Location: components["headers"]["Location"];
+                    "RateLimit-Policy": components["headers"]["RateLimitPolicy"];
+                    RateLimit: components["headers"]["RateLimit"];
                     "X-Request-Id": components["headers"]["XRequestId"];
                     [name: string]: unknown;
                 };
@@ -1084,6 +1132,8 @@ export interface operations {
                     Deprecation: components["headers"]["Deprecation"];
                     Sunset: components["headers"]["Sunset"];
                     Link: components["headers"]["LinkSuccessor"];
+                    "RateLimit-Policy": components["headers"]["RateLimitPolicy"];
+                    RateLimit: components["headers"]["RateLimit"];
                     "X-Request-Id": components["headers"]["XRequestId"];
                     [name: string]: unknown;
                 };
@@ -1113,6 +1163,8 @@ export interface operations {
             /** @description The pet as stored. */
             200: {
                 headers: {
+                    "RateLimit-Policy": components["headers"]["RateLimitPolicy"];
+                    RateLimit: components["headers"]["RateLimit"];
                     "X-Request-Id": components["headers"]["XRequestId"];
                     [name: string]: unknown;
                 };
@@ -1145,6 +1197,8 @@ export interface operations {
             /** @description The pet was deleted. */
             204: {
                 headers: {
+                    "RateLimit-Policy": components["headers"]["RateLimitPolicy"];
+                    RateLimit: components["headers"]["RateLimit"];
                     "X-Request-Id": components["headers"]["XRequestId"];
                     [name: string]: unknown;
                 };
@@ -1177,6 +1231,8 @@ export interface operations {
             200: {
                 headers: {
                     Link: components["headers"]["LinkNext"];
+                    "RateLimit-Policy": components["headers"]["RateLimitPolicy"];
+                    RateLimit: components["headers"]["RateLimit"];
                     "X-Request-Id": components["headers"]["XRequestId"];
                     [name: string]: unknown;
                 };
@@ -1203,6 +1259,8 @@ export interface operations {
             201: {
                 headers: {
                     Location: components["headers"]["Location"];
+                    "RateLimit-Policy": components["headers"]["RateLimitPolicy"];
+                    RateLimit: components["headers"]["RateLimit"];
                     "X-Request-Id": components["headers"]["XRequestId"];
                     [name: string]: unknown;
                 };
@@ -1234,6 +1292,8 @@ export interface operations {
             /** @description The category. */
             200: {
                 headers: {
+                    "RateLimit-Policy": components["headers"]["RateLimitPolicy"];
+                    RateLimit: components["headers"]["RateLimit"];
                     "X-Request-Id": components["headers"]["XRequestId"];
                     [name: string]: unknown;
                 };
@@ -1263,6 +1323,8 @@ export interface operations {
             /** @description The category as stored. */
             200: {
                 headers: {
+                    "RateLimit-Policy": components["headers"]["RateLimitPolicy"];
+                    RateLimit: components["headers"]["RateLimit"];
                     "X-Request-Id": components["headers"]["XRequestId"];
                     [name: string]: unknown;
                 };
@@ -1295,6 +1357,8 @@ export interface operations {
             /** @description The category was deleted. */
             204: {
                 headers: {
+                    "RateLimit-Policy": components["headers"]["RateLimitPolicy"];
+                    RateLimit: components["headers"]["RateLimit"];
                     "X-Request-Id": components["headers"]["XRequestId"];
                     [name: string]: unknown;
                 };
@@ -1329,6 +1393,8 @@ export interface operations {
             200: {
                 headers: {
                     Link: components["headers"]["LinkNext"];
+                    "RateLimit-Policy": components["headers"]["RateLimitPolicy"];
+                    RateLimit: components["headers"]["RateLimit"];
                     "X-Request-Id": components["headers"]["XRequestId"];
                     [name: string]: unknown;
                 };
@@ -1357,6 +1423,8 @@ export interface operations {
             /** @description The pet's inventory entry. */
             200: {
                 headers: {
+                    "RateLimit-Policy": components["headers"]["RateLimitPolicy"];
+                    RateLimit: components["headers"]["RateLimit"];
                     "X-Request-Id": components["headers"]["XRequestId"];
                     [name: string]: unknown;
                 };
@@ -1395,6 +1463,8 @@ export interface operations {
             /** @description The entry as stored. */
             200: {
                 headers: {
+                    "RateLimit-Policy": components["headers"]["RateLimitPolicy"];
+                    RateLimit: components["headers"]["RateLimit"];
                     "X-Request-Id": components["headers"]["XRequestId"];
                     [name: string]: unknown;
                 };
@@ -1431,6 +1501,8 @@ export interface operations {
             200: {
                 headers: {
                     Link: components["headers"]["LinkNext"];
+                    "RateLimit-Policy": components["headers"]["RateLimitPolicy"];
+                    RateLimit: components["headers"]["RateLimit"];
                     "X-Request-Id": components["headers"]["XRequestId"];
                     [name: string]: unknown;
                 };
@@ -1474,6 +1546,8 @@ export interface operations {
                 headers: {
                     Location: components["headers"]["Location"];
                     "Idempotent-Replayed": components["headers"]["IdempotentReplayed"];
+                    "RateLimit-Policy": components["headers"]["RateLimitPolicy"];
+                    RateLimit: components["headers"]["RateLimit"];
                     "X-Request-Id": components["headers"]["XRequestId"];
                     [name: string]: unknown;
                 };
@@ -1513,6 +1587,8 @@ export interface operations {
             /** @description The order. */
             200: {
                 headers: {
+                    "RateLimit-Policy": components["headers"]["RateLimitPolicy"];
+                    RateLimit: components["headers"]["RateLimit"];
                     "X-Request-Id": components["headers"]["XRequestId"];
                     [name: string]: unknown;
                 };
@@ -1542,6 +1618,8 @@ export interface operations {
             /** @description The order was cancelled and removed. */
             204: {
                 headers: {
+                    "RateLimit-Policy": components["headers"]["RateLimitPolicy"];
+                    RateLimit: components["headers"]["RateLimit"];
                     "X-Request-Id": components["headers"]["XRequestId"];
                     [name: string]: unknown;
                 };
@@ -1579,6 +1657,8 @@ export interface operations {
             /** @description The order as stored. */
             200: {
                 headers: {
+                    "RateLimit-Policy": components["headers"]["RateLimitPolicy"];
+                    RateLimit: components["headers"]["RateLimit"];
                     "X-Request-Id": components["headers"]["XRequestId"];
                     [name: string]: unknown;
                 };
@@ -1617,6 +1697,8 @@ export interface operations {
             /** @description The account was created. */
             201: {
                 headers: {
+                    "RateLimit-Policy": components["headers"]["RateLimitPolicy"];
+                    RateLimit: components["headers"]["RateLimit"];
                     "X-Request-Id": components["headers"]["XRequestId"];
                     [name: string]: unknown;
                 };
@@ -1649,6 +1731,8 @@ export interface operations {
             200: {
                 headers: {
                     Link: components["headers"]["LinkNext"];
+                    "RateLimit-Policy": components["headers"]["RateLimitPolicy"];
+                    RateLimit: components["headers"]["RateLimit"];
                     "X-Request-Id": components["headers"]["XRequestId"];
                     [name: string]: unknown;
                 };
@@ -1684,6 +1768,8 @@ export interface operations {
             /** @description The key was created. Store the secret now. */
             201: {
                 headers: {
+                    "RateLimit-Policy": components["headers"]["RateLimitPolicy"];
+                    RateLimit: components["headers"]["RateLimit"];
                     "X-Request-Id": components["headers"]["XRequestId"];
                     [name: string]: unknown;
                 };
@@ -1713,6 +1799,8 @@ export interface operations {
             /** @description The key is revoked. */
             204: {
                 headers: {
+                    "RateLimit-Policy": components["headers"]["RateLimitPolicy"];
+                    RateLimit: components["headers"]["RateLimit"];
                     "X-Request-Id": components["headers"]["XRequestId"];
                     [name: string]: unknown;
                 };
@@ -1747,6 +1835,8 @@ export interface operations {
             202: {
                 headers: {
                     Location: components["headers"]["Location"];
+                    "RateLimit-Policy": components["headers"]["RateLimitPolicy"];
+                    RateLimit: components["headers"]["RateLimit"];
                     "X-Request-Id": components["headers"]["XRequestId"];
                     [name: string]: unknown;
                 };
@@ -1784,6 +1874,8 @@ export interface operations {
             /** @description The message. */
             200: {
                 headers: {
+                    "RateLimit-Policy": components["headers"]["RateLimitPolicy"];
+                    RateLimit: components["headers"]["RateLimit"];
                     "X-Request-Id": components["headers"]["XRequestId"];
                     [name: string]: unknown;
                 };

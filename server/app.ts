@@ -25,7 +25,7 @@ import { requestId } from './request-id';
 import { servicePages } from './service-pages';
 import { cacheValidatorRouteMatchers } from './route-matchers';
 import { createSecurityHandlers } from './security';
-import { loadSpec, specRouter, type OpenApiDocument } from './spec';
+import { loadSpec, operationsOf, specRouter, type OpenApiDocument } from './spec';
 
 export interface AppOptions {
   /** The database behind the storage port (db/open.ts). */
@@ -50,6 +50,7 @@ export function createApp({ storage: given, db, config, spec = loadSpec(), log, 
   if (!storage) throw new Error('createApp needs a storage (or a SQLite db)');
   const repos = createStore(storage);
   const ctx: AppContext = { storage, repos, config, log: logger };
+  const operations = operationsOf(spec);
 
   // Counters live where every process serving this database sees them: in the database
   // on PostgreSQL or with WEB_CONCURRENCY workers; one process alone keeps them in memory,
@@ -84,7 +85,7 @@ export function createApp({ storage: given, db, config, spec = loadSpec(), log, 
   });
   app.use(servicePages(spec, { ...defaultHandlers, ...handlers } as HandlerTable, ctx));
   // First, so that every answer of a deprecated operation says so, a 401 or 429 included.
-  app.use(deprecationHeaders(spec));
+  app.use(deprecationHeaders(operations));
   // HEAD is GET without a body (RFC 9110); Node drops the body because the response was
   // created for a HEAD request, so the GET operation can serve it.
   app.use((req, _res, next) => {
@@ -116,7 +117,7 @@ export function createApp({ storage: given, db, config, spec = loadSpec(), log, 
   // The validator's handler type predates Express 5's typings; at run time they match.
   app.use(validator as unknown as RequestHandler[]);
   app.use(limits.perAccount);
-  registerOperations(app, spec, { ...defaultHandlers, ...handlers } as never, ctx);
+  registerOperations(app, operations, { ...defaultHandlers, ...handlers } as never, ctx);
   app.use((req, _res, next) => next(new ApiError('not_found', `Nothing is at ${req.method} ${req.path}`, 404)));
   app.use(errorMapper(logger));
   return app;

@@ -4,9 +4,7 @@
 // a path template filled from the request's path parameters. Nothing here names an
 // operation: editing openapi.yaml is the only way to deprecate one.
 import type { RequestHandler, Response } from 'express';
-import type { OpenApiDocument } from './spec';
-
-const methods = ['get', 'put', 'post', 'delete', 'patch'] as const;
+import type { OperationEntry } from './spec';
 
 interface DeprecatedOperation {
   method: string;
@@ -18,43 +16,39 @@ interface DeprecatedOperation {
 }
 
 /** A `YYYY-MM-DD` (midnight UTC) or a full date-time, as the spec writes it. */
-function parseDate(value: unknown, where: string): Date {
-  const date = value instanceof Date ? value : typeof value === 'string' ? new Date(value) : new Date(NaN);
+function parseDate(value: string, where: string): Date {
+  const date = new Date(value);
   if (Number.isNaN(date.getTime())) throw new Error(`${where} is not a date: ${String(value)}`);
   return date;
 }
 
 /** Reads the deprecated operations once, at start-up; a half-described one stops start-up. */
-export function deprecatedOperations(spec: OpenApiDocument): DeprecatedOperation[] {
+export function deprecatedOperations(operations: Record<string, OperationEntry>): DeprecatedOperation[] {
   const found: DeprecatedOperation[] = [];
-  for (const [path, item] of Object.entries(spec.paths)) {
-    for (const method of methods) {
-      const op = item[method];
-      if (!op || op.deprecated !== true) continue;
-      const name = `${method.toUpperCase()} ${path}`;
-      if (op['x-deprecated-since'] === undefined) {
-        throw new Error(`${name} is deprecated but has no x-deprecated-since (RFC 9745 needs the date)`);
-      }
-      const params = [...path.matchAll(/\{(\w+)\}/g)].map((m) => m[1] as string);
-      const successor = op['x-successor'];
-      if (successor !== undefined) {
-        if (typeof successor !== 'string') throw new Error(`${name}: x-successor must be a path template`);
-        const unknown = [...successor.matchAll(/\{(\w+)\}/g)].map((m) => m[1] as string).filter((p) => !params.includes(p));
-        if (unknown.length > 0) throw new Error(`${name}: x-successor uses {${unknown.join('}, {')}}, not a path parameter`);
-      }
-      const source = path.replace(/[.*+?^$()|[\]\\]/g, '\\$&').replace(/\{\w+\}/g, '([^/]+)');
-      found.push({
-        method,
-        // Express routes ignore a trailing slash, so the same requests are matched here.
-        pattern: new RegExp(`^${source}/?$`),
-        params,
-        deprecation: `@${Math.floor(parseDate(op['x-deprecated-since'], `${name} x-deprecated-since`).getTime() / 1000)}`,
-        ...(op['x-deprecated-sunset'] !== undefined && {
-          sunset: parseDate(op['x-deprecated-sunset'], `${name} x-deprecated-sunset`).toUTCString(),
-        }),
-        ...(successor !== undefined && { successor }),
-      });
+  for (const { method, path, deprecated } of Object.values(operations)) {
+    if (!deprecated) continue;
+    const name = `${method.toUpperCase()} ${path}`;
+    if (deprecated.since === undefined) {
+      throw new Error(`${name} is deprecated but has no x-deprecated-since (RFC 9745 needs the date)`);
     }
+    const params = [...path.matchAll(/\{(\w+)\}/g)].map((m) => m[1] as string);
+    const { successor } = deprecated;
+    if (successor !== undefined) {
+      const unknown = [...successor.matchAll(/\{(\w+)\}/g)].map((m) => m[1] as string).filter((p) => !params.includes(p));
+      if (unknown.length > 0) throw new Error(`${name}: x-successor uses {${unknown.join('}, {')}}, not a path parameter`);
+    }
+    const source = path.replace(/[.*+?^$()|[\]\\]/g, '\\$&').replace(/\{\w+\}/g, '([^/]+)');
+    found.push({
+      method,
+      // Express routes ignore a trailing slash, so the same requests are matched here.
+      pattern: new RegExp(`^${source}/?$`),
+      params,
+      deprecation: `@${Math.floor(parseDate(deprecated.since, `${name} x-deprecated-since`).getTime() / 1000)}`,
+      ...(deprecated.sunset !== undefined && {
+        sunset: parseDate(deprecated.sunset, `${name} x-deprecated-sunset`).toUTCString(),
+      }),
+      ...(successor !== undefined && { successor }),
+    });
   }
   return found;
 }
@@ -78,8 +72,8 @@ function addLink(res: Response, link: string): void {
  * or a 429 is still an answer from a deprecated endpoint). They are written just before
  * the status line goes out, so a handler's own `Link` is kept beside the successor's.
  */
-export function deprecationHeaders(spec: OpenApiDocument): RequestHandler {
-  const operations = deprecatedOperations(spec);
+export function deprecationHeaders(table: Record<string, OperationEntry>): RequestHandler {
+  const operations = deprecatedOperations(table);
   return (req, res, next) => {
     if (operations.length === 0) return next();
     // HEAD is answered by the GET operation.

@@ -4,6 +4,7 @@
 import type { Express, Request, Response } from 'express';
 import type { operations } from '../generated/openapi';
 import { operationTable, type OperationId, type OperationsByTag } from '../generated/operations';
+import type { OperationEntry } from './spec';
 import type { Config } from './config';
 import type { Logger } from './log';
 import type { Storage } from '../domain/storage';
@@ -72,41 +73,36 @@ export function notImplemented<K extends OperationId>(id: K): Handler<K> {
 export const isNotImplemented = (handler: unknown) =>
   typeof handler === 'function' && notImplementedMarker in handler;
 
-interface SpecOperation {
-  operationId?: string;
-}
-
 /**
- * Registers one route per operation of the loaded spec. Fails start-up when the spec
- * and the handler table disagree (for example openapi.yaml edited without
- * `npm run generate`).
+ * Registers one route per operation. `operations` is the spec's operation table
+ * (`operationsOf` of the document being served); start-up fails when it and the handler
+ * table disagree: openapi.yaml edited without `npm run generate`, or a handler left
+ * behind by an operation removed from the spec. Stubs are served (501) and logged.
  */
 export function registerOperations(
   app: Express,
-  spec: { paths: Record<string, Record<string, SpecOperation>> },
+  operations: Record<string, OperationEntry>,
   handlers: Record<string, Handler<never> | undefined>,
   ctx: AppContext,
 ): void {
-  const inSpec = new Set<string>();
-  for (const [path, item] of Object.entries(spec.paths)) {
-    for (const method of ['get', 'put', 'post', 'delete', 'patch'] as const) {
-      const id = item[method]?.operationId;
-      if (!id) continue;
-      inSpec.add(id);
-      const handler = handlers[id];
-      const generated = (operationTable as Record<string, { method: string; path: string }>)[id];
-      if (!handler || !generated || generated.method !== method || generated.path !== path) {
-        throw new Error(`Operation ${id} (${method.toUpperCase()} ${path}) has no matching handler: run \`npm run generate\` and implement it`);
-      }
-      const expressPath = path.replace(/\{(\w+)\}/g, ':$1');
-      app[method](expressPath, async (req: Request, res: Response) => {
-        const result = await (handler as unknown as Handler<OperationId>)(inputOf(req), ctx);
-        send(res, result);
-      });
+  const generated = operationTable as Record<string, OperationEntry>;
+  for (const [id, { method, path }] of Object.entries(operations)) {
+    const handler = handlers[id];
+    if (!handler || generated[id]?.method !== method || generated[id]?.path !== path) {
+      throw new Error(`Operation ${id} (${method.toUpperCase()} ${path}) has no matching handler: run \`npm run generate\` and implement it`);
     }
+    const expressPath = path.replace(/\{(\w+)\}/g, ':$1');
+    app[method](expressPath, async (req: Request, res: Response) => {
+      const result = await (handler as unknown as Handler<OperationId>)(inputOf(req), ctx);
+      send(res, result);
+    });
   }
-  const stray = Object.keys(handlers).filter((id) => !inSpec.has(id));
-  if (stray.length > 0) throw new Error(`Handlers with no operation in openapi.yaml: ${stray.join(', ')}`);
+  const stray = Object.keys(handlers).filter((id) => !operations[id]);
+  if (stray.length > 0) {
+    throw new Error(`Handlers with no operation in openapi.yaml: ${stray.join(', ')}. Delete them (the operation was removed from the spec) or restore the operation`);
+  }
+  const stubs = Object.keys(operations).filter((id) => isNotImplemented(handlers[id]));
+  if (stubs.length > 0) ctx.log.info({ operations: stubs }, 'operations not implemented yet (they answer 501)');
 }
 
 function inputOf(req: Request): Input<OperationId> {

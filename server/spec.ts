@@ -50,3 +50,72 @@ export function specRouter(spec: OpenApiDocument): Router {
   router.get('/openapi.yaml', (_req, res) => void res.type('application/yaml').send((yamlText ??= stringify(spec))));
   return router;
 }
+
+/** HTTP methods an OpenAPI 3.0 path item may declare, in the order the table lists them. */
+export const httpMethods = ['get', 'put', 'post', 'delete', 'options', 'head', 'patch', 'trace'] as const;
+export type HttpMethod = (typeof httpMethods)[number];
+
+/** What the service and its tools need to know about one operation, read from the spec. */
+export interface OperationEntry {
+  method: HttpMethod;
+  path: string;
+  /** The first tag: the handler module (`handlers/<tag>.ts`) that implements it. */
+  tag: string;
+  /** The credentials it takes: `security: []` is public, an HTTP Basic scheme is basic. */
+  security: 'public' | 'bearer' | 'basic';
+  /** `x-required-role`, when the operation names one. */
+  requiredRole?: string;
+  /** The deprecation extensions, exactly as written, when the operation is `deprecated`. */
+  deprecated?: { since?: string; sunset?: string; successor?: string };
+}
+
+/**
+ * The one walk over `paths` x methods. `npm run generate` writes its result into
+ * generated/operations.ts; the server and the contract suite call it for a document
+ * given at run time (a test's variant, another deployment's spec).
+ */
+export function operationsOf(doc: { paths: Record<string, unknown> } & Record<string, unknown>): Record<string, OperationEntry> {
+  type Raw = Record<string, unknown>;
+  const schemes = ((doc.components as Raw | undefined)?.securitySchemes ?? {}) as Record<string, Raw>;
+  const securityOf = (requirements: unknown): OperationEntry['security'] => {
+    for (const requirement of (requirements ?? []) as Raw[]) {
+      for (const name of Object.keys(requirement)) {
+        const scheme = schemes[name];
+        if (!scheme) throw new Error(`security names ${name}, which components.securitySchemes does not define`);
+        return scheme.type === 'http' && String(scheme.scheme).toLowerCase() === 'basic' ? 'basic' : 'bearer';
+      }
+    }
+    return 'public';
+  };
+  // A YAML date (2026-01-15) may arrive as a Date; keep the text the spec author wrote.
+  const text = (value: unknown) =>
+    value === undefined ? undefined : value instanceof Date ? value.toISOString() : typeof value === 'string' ? value : JSON.stringify(value);
+
+  const table: Record<string, OperationEntry> = {};
+  for (const [path, item] of Object.entries(doc.paths)) {
+    for (const method of httpMethods) {
+      const op = (item as Raw)[method] as Raw | undefined;
+      if (!op) continue;
+      const name = `${method.toUpperCase()} ${path}`;
+      const id = op.operationId;
+      if (typeof id !== 'string') throw new Error(`${name} has no operationId`);
+      if (table[id]) throw new Error(`operationId ${id} is used twice`);
+      const tag = (op.tags as string[] | undefined)?.[0];
+      if (!tag) throw new Error(`${id} has no tag: every operation belongs to one handler module`);
+      const entry: OperationEntry = { method, path, tag, security: securityOf(op.security ?? doc.security) };
+      if (typeof op['x-required-role'] === 'string') entry.requiredRole = op['x-required-role'];
+      if (op.deprecated === true) {
+        const deprecated: NonNullable<OperationEntry['deprecated']> = {};
+        const since = text(op['x-deprecated-since']);
+        const sunset = text(op['x-deprecated-sunset']);
+        const successor = text(op['x-successor']);
+        if (since !== undefined) deprecated.since = since;
+        if (sunset !== undefined) deprecated.sunset = sunset;
+        if (successor !== undefined) deprecated.successor = successor;
+        entry.deprecated = deprecated;
+      }
+      table[id] = entry;
+    }
+  }
+  return table;
+}

@@ -21,6 +21,21 @@ async function listen(t: TestApp): Promise<{ server: Server; client: HttpClient 
   return { server, client: new HttpClient(`http://127.0.0.1:${port}`) };
 }
 
+/** A whole run of the suite against an in-process app, with a customer's and an admin's key. */
+async function runAgainst(t: TestApp, client: HttpClient, { seed, runs }: { seed: number; runs: number }) {
+  return runSuite({
+    client,
+    contract,
+    validator,
+    seed,
+    runs,
+    customerKey: (await customer(t.app)).key,
+    adminKey: (await admin(t)).key,
+    bodyLimitBytes: 65536,
+    rateLimitReason: 'not probed in this test',
+  });
+}
+
 describe('contract suite: generation', () => {
   const draw = (seed: number) => {
     const source = new Source(seed);
@@ -85,6 +100,30 @@ describe('contract suite: checks', () => {
 });
 
 describe('contract suite: a whole run', () => {
+  it('shrinks a failing valid request to the smallest one that still fails', async () => {
+    // A list that breaks its documented shape only when asked for pages of 3 or more.
+    const asked = (url: string) => Number(/[?&]limit=(\d+)/.exec(url)?.[1] ?? 0);
+    const t = setupApp({
+      env: { VALIDATE_RESPONSES: 'false' },
+      handlers: {
+        listCategories: ({ url }) => ({ status: 200, body: asked(url) >= 3 ? ([{ id: 1, name: 'Dogs', colour: 'brown' }] as never) : [] }),
+      },
+    });
+    const { server, client } = await listen(t);
+    try {
+      const result = await runAgainst(t, client, { seed: 3, runs: 10 });
+      // The property's valid requests (the "bearer" probe draws its own, unshrunk).
+      const failing = result.exchanges.filter((e) => e.opId === 'listCategories' && e.label.startsWith('valid') && e.failures.length > 0);
+      expect(failing.map((e) => ({ label: e.label, path: e.request.path }))).toEqual([
+        { label: expect.stringMatching(/^valid, shrunk by fast-check to the smallest failing request \(\d+ steps\)$/), path: '/categories?limit=3' },
+      ]);
+      expect(failing[0]!.failures.join('\n')).toContain('must NOT have additional properties "colour"');
+    } finally {
+      client.close();
+      server.close();
+    }
+  }, 120_000);
+
   it('reports a handler whose response breaks the documented shape, with the request and the seed', async () => {
     // The server's own response validation is off, as on a deployment that skips it.
     const t = setupApp({
@@ -93,17 +132,7 @@ describe('contract suite: a whole run', () => {
     });
     const { server, client } = await listen(t);
     try {
-      const result = await runSuite({
-        client,
-        contract,
-        validator,
-        seed: 42,
-        runs: 1,
-        customerKey: (await customer(t.app)).key,
-        adminKey: (await admin(t)).key,
-        bodyLimitBytes: 65536,
-        rateLimitReason: 'not probed in this test',
-      });
+      const result = await runAgainst(t, client, { seed: 42, runs: 1 });
       const broken = result.exchanges.filter((e) => e.opId === 'getHealth' && e.failures.length > 0);
       expect(broken.length).toBeGreaterThan(0);
       expect(broken[0]!.failures.join('\n')).toMatch(/does not match the documented schema.*must NOT have additional properties "uptimeSeconds"/);

@@ -22,6 +22,18 @@ describe('operations not implemented yet', () => {
     expect(Object.keys(handlers).sort()).toEqual(Object.keys(operationTable).sort());
   });
 
+  it('a handler whose operation left the spec stops start-up, named', () => {
+    const spec = loadSpec();
+    delete (spec.paths['/healthz'] as Record<string, unknown>).get;
+    expect(() => setupApp({ spec })).toThrow('Handlers with no operation in openapi.yaml: getHealth. Delete them');
+  });
+
+  it('an operation of the spec without a handler stops start-up, named', () => {
+    const spec = loadSpec();
+    (spec.paths['/healthz'] as Record<string, unknown>).post = { operationId: 'pokeHealth', tags: ['service'], responses: { '204': { description: 'Poked.' } } };
+    expect(() => setupApp({ spec })).toThrow('Operation pokeHealth (POST /healthz) has no matching handler: run `npm run generate`');
+  });
+
   it('answer 501 not_implemented in the Error shape, through the same handler table', async () => {
     const t = setupApp({ handlers: { getHealth: notImplemented('getHealth') } });
     expectError(await request(t.app).get('/healthz'), 501, 'not_implemented');

@@ -28,12 +28,12 @@ function waitForExit(child: ChildProcess, ms: number): Promise<number | null | '
 
 /**
  * Starts the service on an ephemeral port (PORT=0) and resolves once its start-up log
- * line names the address it listens on.
+ * line names the address it listens on. `cwd` is the project to run (a test's copy).
  */
-export function startServer(env: Record<string, string>, timeoutMs = 30_000): Promise<ServerProcess> {
+export function startServer(env: Record<string, string>, timeoutMs = 30_000, cwd = repoRoot): Promise<ServerProcess> {
   // Exactly what `npm start` runs: one node process, so SIGTERM reaches the service itself.
   const child = spawn(process.execPath, ['--import', 'tsx', 'server/main.ts'], {
-    cwd: repoRoot,
+    cwd,
     env: { ...process.env, PORT: '0', HOST: '127.0.0.1', LOG_LEVEL: 'info', ...env },
     stdio: ['ignore', 'pipe', 'pipe'],
   });

@@ -1,0 +1,201 @@
+// The run's first phase, per operation in dependency order: valid traffic (creates that
+// later operations chain on, item reads and updates, lists as shrinking fast-check
+// properties), then that operation's invalid traffic (phase-invalid.ts).
+import fc from 'fast-check';
+import type { Exchange } from './checks';
+import { arbitrary, flatten, typeOf } from './generate';
+import type { SentRequest } from './http';
+import type { Operation, Param } from './spec';
+import { invalidTraffic } from './phase-invalid';
+import { isSuccess, type Inputs, type Resource, type Run } from './runner';
+
+export async function exercise(run: Run, op: Operation): Promise<void> {
+  const auth = run.authFor(op);
+  if (!auth) {
+    run.skipped.set(op.id, op.role ? `needs a key with the ${op.role} role (--admin-key)` : 'no credentials for its security scheme');
+  } else if (run.producerMade(op)) {
+    await exerciseCreate(run, op);
+  } else if (run.itemParam(op)) {
+    await exerciseItem(run, op);
+  } else {
+    await exerciseOther(run, op, auth);
+  }
+  await invalidTraffic(run, op);
+}
+
+export async function exerciseCreate(run: Run, op: Operation): Promise<void> {
+  const usesIds = run.consumes(op).length > 0;
+  const auth = run.authFor(op)!;
+  let made = 0;
+  let first: SentRequest | undefined;
+  const attempt = async (inputs: Inputs, label: string) => {
+    const request = run.build(op, inputs, auth);
+    first ??= request;
+    const ex = await run.send(op, label, { kind: 'valid' }, request);
+    if (isSuccess(ex.response.status)) {
+      made++;
+      record(run, op, ex, inputs.body, auth);
+    }
+    return ex.response.status;
+  };
+  // At least two of each, whatever --runs says: one to change, one left as it was made.
+  for (let i = 0; i < Math.max(run.o.runs, 2); i++) {
+    // A business rule may refuse one parent (no stock, not available): try the next one.
+    for (let next = 0; next < (usesIds ? 3 : 1); next++) {
+      const status = await attempt(run.generate(op, { choice: i + next }), 'valid');
+      if (status < 400 || status >= 500) break;
+    }
+  }
+  // Later steps need two of each (one to complete, one left open). When business rules
+  // refused the generated requests, set the parents up afresh with their own update
+  // operations and ask for the least: required fields only, numbers at their minimum.
+  const wanted = 2;
+  for (let round = 0; usesIds && made < wanted && round < 6; round++) {
+    await refreshParents(run, op);
+    const parents = Math.max(...run.consumes(op).map((n) => run.live(n, true).length), 1);
+    for (let choice = 0; choice < parents && made < wanted; choice++) {
+      await attempt(run.generate(op, { choice: choice + round, least: true }), 'valid, the least the schema allows');
+    }
+  }
+  if (first) {
+    const again = await run.send(op, 'the first valid request again, unchanged', { kind: 'valid' }, first);
+    if (isSuccess(again.response.status)) record(run, op, again, first.body === undefined ? undefined : JSON.parse(first.body), auth);
+  }
+  await headerReplay(run, op);
+  if (usesIds) {
+    const inputs = run.generate(op, { dangling: true });
+    await run.send(op, 'a body naming ids that do not exist', { kind: 'invalid' }, run.build(op, inputs, auth));
+  }
+}
+
+/** Sends fresh valid updates (PUT, PATCH) to the resources an operation's ids name. */
+export async function refreshParents(run: Run, op: Operation): Promise<void> {
+  for (const param of run.consumes(op)) {
+    const updates = run.contract.operations.filter((u) => (u.method === 'put' || u.method === 'patch') && run.itemParam(u) === param);
+    for (const update of updates) {
+      for (const [i, target] of run.live(param, true).entries()) {
+        const auth = run.authFor(update, target.owner);
+        if (!auth) continue;
+        await run.send(update, `valid, setting up ${param} ${String(target.id)} again for ${op.id}`, { kind: 'valid' }, run.build(update, run.generate(update, { target, choice: i }), auth));
+      }
+    }
+  }
+}
+
+/**
+ * With every header parameter set (an Idempotency-Key), the same request twice and then
+ * the same headers with another body: the answers must stay within the contract.
+ */
+export async function headerReplay(run: Run, op: Operation): Promise<void> {
+  const headerParams = op.params.filter((p) => p.in === 'header');
+  const auth = run.authFor(op);
+  if (headerParams.length === 0 || !auth) return;
+  const inputs = run.generate(op);
+  inputs.headers = headerParams.map((p) => [p, run.source.draw(arbitrary(p.schema, run.contract.deref, undefined, true))]);
+  const request = run.build(op, inputs, auth);
+  const ex = await run.send(op, `valid, with header ${headerParams.map((p) => p.name).join(', ')}`, { kind: 'valid' }, request);
+  if (isSuccess(ex.response.status)) record(run, op, ex, inputs.body, auth);
+  await run.send(op, 'the same request with the same headers again', { kind: 'valid' }, request);
+  const other = run.generate(op, { choice: 1 });
+  if (JSON.stringify(other.body) !== JSON.stringify(inputs.body)) {
+    await run.send(op, 'the same headers with another body', { kind: 'valid' }, run.build(op, { ...other, headers: inputs.headers }, auth));
+  }
+}
+
+export function record(run: Run, op: Operation, ex: Exchange, body: unknown, auth: Record<string, string>): void {
+  const producer = run.producerMade(op);
+  const id = (ex.response.json as { id?: unknown } | undefined)?.id;
+  if (!producer || id === undefined) return;
+  if (run.resources.some((r) => r.param === producer.param && r.id === id)) return;
+  const owner = op.security === 'basic' ? run.signedUp : { header: auth.Authorization };
+  run.resources.push({ seq: run.seq++, param: producer.param, id, producer, body, owner, discovered: false, deleted: false });
+}
+
+export async function exerciseItem(run: Run, op: Operation): Promise<void> {
+  const param = run.itemParam(op)!;
+  const mutating = op.method !== 'get';
+  const own = run.live(param, true);
+  const targets = (mutating ? own : await run.available(param)).slice(0, Math.max(run.o.runs, 2));
+  if (targets.length === 0) run.skipped.set(op.id, `no ${param} to act on: nothing made one in this run`);
+  // Updates leave the last resource as it was made, so later steps meet both kinds.
+  const acted = mutating && targets.length > 1 ? targets.slice(0, -1) : targets;
+  for (const [i, target] of acted.entries()) {
+    const inputs = run.generate(op, { target, choice: i });
+    await run.send(op, 'valid', { kind: 'valid' }, run.build(op, inputs, run.authFor(op, target.owner)!));
+  }
+  // Replacing one resource with the body another was made with (a duplicate name).
+  const producer = run.contract.producers.get(param)!;
+  const sameBody = op.body && producer.op.body && JSON.stringify(op.body.schema) === JSON.stringify(producer.op.body.schema);
+  const last = targets[targets.length - 1];
+  if (op.method === 'put' && sameBody && targets.length > 1 && last?.body !== undefined) {
+    const inputs = { ...run.generate(op, { target: targets[0] }), body: last.body };
+    await run.send(op, `the body ${param} ${String(last.id)} was made with`, { kind: 'valid' }, run.build(op, inputs, run.authFor(op, targets[0]!.owner)!));
+  }
+  const schema = op.params.find((p) => p.name === param)!.schema;
+  const ghost: Resource = { seq: -1, param, id: run.dangling(schema), producer, owner: run.customer, discovered: true, deleted: false };
+  await run.send(op, `a ${param} that does not exist`, { kind: 'invalid' }, run.build(op, run.generate(op, { target: ghost }), run.authFor(op)!));
+  if (op.body && run.consumes(op).some((n) => n !== param) && targets[0]) {
+    const inputs = run.generate(op, { target: targets[0], dangling: true });
+    inputs.pathParams[param] = targets[0].id;
+    await run.send(op, 'a body naming ids that do not exist', { kind: 'invalid' }, run.build(op, inputs, run.authFor(op, targets[0].owner)!));
+  }
+}
+
+/**
+ * Valid requests as a fast-check property (`runs` of them): every answer must pass
+ * every check. When one fails, fast-check shrinks its inputs (smaller values, optional
+ * parameters left out) while the failure holds, and the smallest failing request is the
+ * one reported; the run's seed repeats it. The shrinking attempts are not recorded.
+ */
+export async function validProperty(run: Run, op: Operation, label: string, inputs: fc.Arbitrary<Inputs>, auth: Record<string, string>, onPass?: (ex: Exchange, request: SentRequest) => Promise<void>): Promise<void> {
+  let smallest: Exchange | undefined;
+  const property = fc.asyncProperty(inputs, async (sample) => {
+    const request = run.build(op, sample, auth);
+    const ex = await run.exchange(op, label, { kind: 'valid' }, request, {}, run.o.client);
+    if (ex.failures.length > 0) {
+      smallest = ex;
+      return false;
+    }
+    if (!smallest) {
+      run.keep(ex);
+      await onPass?.(ex, request);
+    }
+    return true;
+  });
+  const details = await fc.check(property, { seed: run.source.int(2 ** 31), numRuns: run.o.runs });
+  if (smallest) run.keep({ ...smallest, label: `${label}, shrunk by fast-check to the smallest failing request (${details.numShrinks} steps)` });
+}
+
+export async function exerciseOther(run: Run, op: Operation, auth: Record<string, string>): Promise<void> {
+  let followed = false;
+  // The first page's Link rel="next" is followed once: the server's own cursor must work.
+  const followNext = async (ex: Exchange, request: SentRequest) => {
+    const next = /<([^>]+)>\s*;\s*rel="?next"?/.exec(ex.response.headers.link ?? '')?.[1];
+    if (!next || followed) return;
+    followed = true;
+    const url = new URL(next, run.o.client.url('/'));
+    const prefix = run.o.client.url('/').pathname.replace(/\/$/, '');
+    const path = url.pathname.slice(prefix.length) + url.search;
+    await run.send(op, 'the next page from Link rel="next"', { kind: 'valid' }, { ...request, path });
+  };
+
+  // The plainest request first: required parameters only must succeed.
+  const first = run.build(op, run.generate(op, { requiredOnly: true }), auth);
+  await followNext(await run.send(op, 'valid, required parameters only', { kind: 'valid' }, first), first);
+  // Integer query parameters at their minimum (a page of one), so a next page exists.
+  const least = op.params.filter((p) => p.in === 'query' && typeOf(flatten(p.schema, run.contract.deref)) === 'integer' && typeof flatten(p.schema, run.contract.deref).minimum === 'number');
+  if (least.length > 0) {
+    const inputs = run.generate(op, { requiredOnly: true });
+    inputs.query.push(...least.map((p): [Param, unknown] => [p, flatten(p.schema, run.contract.deref).minimum]));
+    const request = run.build(op, inputs, auth);
+    await followNext(await run.send(op, `valid, ${least.map((p) => p.name).join(', ')} at the minimum`, { kind: 'valid' }, request), request);
+  }
+  await validProperty(run, op, 'valid', run.inputs(op), auth, followNext);
+
+  if (op.method === 'get' && op.security === 'bearer' && auth.Authorization) {
+    // The scheme name is case-insensitive (RFC 9110): `bearer` must work as `Bearer` does.
+    const lower = { Authorization: auth.Authorization.replace(/^Bearer/, 'bearer') };
+    await run.send(op, 'the scheme written "bearer"', { kind: 'not-status', status: 401 }, run.build(op, run.generate(op), lower));
+  }
+  if (op.method === 'post') await run.send(op, 'the first valid request again, unchanged', { kind: 'valid' }, first);
+}

@@ -1,0 +1,129 @@
+// `npm run spec:breaking -- --base <git ref>`: fails when openapi.yaml, compared with its
+// version at <ref>, breaks clients written against that version, and names each break.
+// A raised major `info.version` says the break is deliberate: the changes are listed and
+// the check passes.
+//
+// The comparison is Optic's breaking-changes ruleset (@useoptic/standard-rulesets), run
+// on both documents dereferenced by @apidevtools/json-schema-ref-parser. Optic does not
+// treat a format replaced by another (int64 -> int32) as a break; that one check is
+// ours, read from Optic's own changelog of the two documents.
+import { execFileSync } from 'node:child_process';
+import { readFileSync } from 'node:fs';
+import { join } from 'node:path';
+import $RefParser from '@apidevtools/json-schema-ref-parser';
+import { ChangeType, OpenAPITraverser, factsToChangelog, type IChange, type IFact } from '@useoptic/openapi-utilities';
+import { RuleRunner } from '@useoptic/rulesets-base';
+import { BreakingChangesRuleset } from '@useoptic/standard-rulesets';
+import { parse } from 'yaml';
+
+type Document = Record<string, unknown>;
+
+const factsOf = (doc: Document): IFact[] => {
+  const traverser = new OpenAPITraverser();
+  traverser.traverse(doc as never);
+  return [...traverser.facts()];
+};
+
+const formatOf = (value: unknown): string | undefined => {
+  const v = value as { flatSchema?: { format?: string }; schema?: { format?: string } } | undefined;
+  return v?.flatSchema?.format ?? v?.schema?.format;
+};
+
+/** Where a change sits: `GET /pets query ids`, `POST /pets 201 application/json categoryId`. */
+function whereOf(change: IChange): string {
+  const [, path, method, ...rest] = change.location.conceptualPath;
+  return [`${String(method).toUpperCase()} ${String(path)}`, ...rest.filter((part) => part !== 'responses' && part !== 'parameters')].join(' ');
+}
+
+/**
+ * Every change to `before` that breaks a client of it, one line each (`breaks`), and the
+ * new values of response enums (`notes`): Optic counts those as breaks, but openapi.yaml's
+ * enums (Error.code first) grow with the service, and a client must treat a value it does
+ * not know by the response's status, so they are listed, not refused.
+ */
+export async function breakingChanges(before: Document, after: Document): Promise<{ breaks: string[]; notes: string[] }> {
+  const [from, to] = await Promise.all([
+    $RefParser.dereference<Document>(structuredClone(before) as never),
+    $RefParser.dereference<Document>(structuredClone(after) as never),
+  ]);
+  const currentFacts = factsOf(from);
+  const nextFacts = factsOf(to);
+  const changelog = factsToChangelog(currentFacts, nextFacts);
+  const results = await new RuleRunner([new BreakingChangesRuleset()]).runRulesWithFacts({
+    context: {},
+    currentFacts,
+    nextFacts,
+    changelog,
+    currentJsonLike: from as never,
+    nextJsonLike: to as never,
+  });
+
+  const found: Array<{ where: string; what: string }> = [];
+  for (const result of results) {
+    if (result.passed || result.exempted) continue;
+    found.push({ where: result.where ?? '', what: (result.error ?? result.name ?? 'breaking change').replace(/ This is a breaking change\.?$/, '') });
+  }
+  for (const change of changelog) {
+    if (change.changeType !== ChangeType.Changed) continue;
+    const was = formatOf(change.changed.before);
+    const now = formatOf(change.changed.after);
+    // Adding a format to a bounded integer (`minimum`/`maximum` inside int32) refuses
+    // nothing it accepted, so only a format replaced by another counts.
+    if (was !== undefined && now !== undefined && was !== now) found.push({ where: whereOf(change), what: `format changed from ${was ?? 'none'} to ${now ?? 'none'}` });
+  }
+  // A removed operation or status takes its fields with it: name only the removal.
+  const removals = found.filter((f) => /cannot remove an operation|must not remove response status code/.test(f.what)).map((f) => f.where);
+  const named = found.filter((f) => !removals.some((where) => f.where !== where && f.where.startsWith(`${where} `)));
+  const lines = [...new Set(named.map((f) => `${f.where}: ${f.what}`))];
+  const added = (line: string) => /cannot add enum options? /.test(line);
+  return { breaks: lines.filter((line) => !added(line)), notes: lines.filter(added) };
+}
+
+const versionOf = (doc: Document) => String((doc.info as { version?: string } | undefined)?.version ?? '0');
+const major = (doc: Document) => Number(versionOf(doc).split('.')[0]);
+
+async function main(): Promise<void> {
+  const args = process.argv.slice(2);
+  const at = args.indexOf('--base');
+  const ref = at >= 0 ? args[at + 1] : undefined;
+  if (!ref) {
+    console.error('Usage: npm run spec:breaking -- --base <git ref>   (compares openapi.yaml with its version at <ref>)');
+    process.exit(2);
+  }
+  // npm runs scripts in the package folder: the repository whose history is compared.
+  const root = process.cwd();
+  let previous: string;
+  try {
+    previous = execFileSync('git', ['show', `${ref}:openapi.yaml`], { cwd: root, encoding: 'utf8', stdio: ['ignore', 'pipe', 'pipe'] });
+  } catch (error) {
+    console.error(`Cannot read openapi.yaml at ${ref}: ${String((error as { stderr?: string }).stderr ?? error).trim()}`);
+    process.exit(2);
+  }
+  const before = parse(previous) as Document;
+  const after = parse(readFileSync(join(root, 'openapi.yaml'), 'utf8')) as Document;
+  const { breaks, notes } = await breakingChanges(before, after);
+  if (notes.length > 0) {
+    console.log(`${notes.length} response enum(s) with new values against ${ref} (clients treat unknown values by status):`);
+    for (const line of notes.slice(0, 20)) console.log(`  - ${line}`);
+  }
+  if (breaks.length === 0) {
+    console.log(`openapi.yaml keeps every promise of its version at ${ref}`);
+    return;
+  }
+  const raised = major(after) > major(before);
+  console.error(`${breaks.length} breaking change(s) against ${ref}:`);
+  for (const line of breaks) console.error(`  - ${line}`);
+  if (raised) {
+    console.log(`info.version's major was raised (${versionOf(before)} -> ${versionOf(after)}): allowed.`);
+    return;
+  }
+  console.error('Keep the old behaviour beside the new (add, do not change or remove), or raise the major of info.version.');
+  process.exit(1);
+}
+
+if (require.main === module) {
+  main().catch((error: unknown) => {
+    console.error(error instanceof Error ? error.message : error);
+    process.exit(1);
+  });
+}

@@ -1,0 +1,98 @@
+// The breaking-change gate (`npm run spec:breaking`): each kind of change that breaks a
+// client of the previous openapi.yaml fails and is named; additions pass.
+import { execFile } from 'node:child_process';
+import { mkdtempSync, readFileSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { promisify } from 'node:util';
+import { parse, stringify } from 'yaml';
+import { breakingChanges } from '../scripts/spec-breaking';
+import { repoRoot } from './server-process';
+
+// The spec as plain data, edited in place by each case.
+// eslint-disable-next-line @typescript-eslint/no-explicit-any -- the cases reach into arbitrary depths of openapi.yaml
+type Doc = Record<string, any>;
+const spec = (): Doc => parse(readFileSync(join(repoRoot, 'openapi.yaml'), 'utf8'));
+const changed = (edit: (doc: Doc) => void): Doc => {
+  const doc = spec();
+  edit(doc);
+  return doc;
+};
+
+jest.setTimeout(120_000);
+
+describe('breakingChanges', () => {
+  const breaks: Array<[string, (doc: Doc) => void, RegExp]> = [
+    ['an operation removed', (d) => delete d.paths['/categories/{categoryId}'].delete, /^DELETE \/categories\/\{categoryId\}: cannot remove an operation/],
+    ['a response field removed', (d) => delete d.components.schemas.Category.properties.description, /GET \/categories\/\{categoryId\} response 200 .*description: cannot remove response property 'description'/],
+    ['an enum value removed', (d) => (d.components.schemas.PetStatus.enum = ['available', 'pending']), /GET \/pets query parameter: status: cannot remove enum option 'sold'/],
+    ['a status removed', (d) => delete d.paths['/categories/{categoryId}'].get.responses['404'], /GET \/categories\/\{categoryId\} response 404: must not remove response status code 404/],
+    ['a request field made required', (d) => (d.components.schemas.NewCategory.required = ['name', 'description']), /POST \/categories request body.*description: cannot make a request property required/],
+    ['a type narrowed', (d) => (d.components.schemas.NewCategory.properties.description.type = 'integer'), /POST \/categories request body.*'description' not to be narrowed/],
+    ['a format narrowed', (d) => (d.components.schemas.Id.format = 'int32'), /POST \/pets application\/json categoryId: format changed from int64 to int32/],
+    [
+      'a required parameter added',
+      (d) => d.paths['/categories'].get.parameters.push({ name: 'q', in: 'query', required: true, schema: { type: 'string' } }),
+      /GET \/categories query parameter: q: cannot add required query parameter q/,
+    ],
+  ];
+
+  it.each(breaks)('names %s', async (_kind, edit, expected) => {
+    const { breaks: found } = await breakingChanges(spec(), changed(edit));
+    expect(found).toEqual(expect.arrayContaining([expect.stringMatching(expected)]));
+  });
+
+  it('passes additions: an optional request field, a response field, an optional parameter, an operation, an enum value', async () => {
+    const found = await breakingChanges(
+      spec(),
+      changed((d) => {
+        d.components.schemas.NewCategory.properties.colour = { type: 'string', maxLength: 20 };
+        d.components.schemas.Category.properties.colour = { type: 'string', maxLength: 20 };
+        d.paths['/categories'].get.parameters.push({ name: 'q', in: 'query', schema: { type: 'string' } });
+        d.paths['/toys'] = { get: { operationId: 'listToys', tags: ['toys'], responses: { '200': { description: 'The toys.' } } } };
+        d.components.schemas.Error.properties.code.enum.push('teapot');
+      }),
+    );
+    // A new response enum value is noted, not refused (clients read an unknown code by status).
+    expect(found).toEqual({ breaks: [], notes: expect.arrayContaining([expect.stringMatching(/GET \/pets response 400 .*code: cannot add enum option/)]) });
+  });
+});
+
+describe('npm run spec:breaking -- --base REF', () => {
+  let dir: string;
+  const git = (...args: string[]) => promisify(execFile)('git', args, { cwd: dir });
+  const run = () =>
+    promisify(execFile)(process.execPath, ['--import', 'tsx', join(repoRoot, 'scripts/spec-breaking.ts'), '--base', 'HEAD'], { cwd: dir }).then(
+      ({ stdout, stderr }) => ({ code: 0, out: stdout + stderr }),
+      (error: { code: number; stdout: string; stderr: string }) => ({ code: error.code, out: error.stdout + error.stderr }),
+    );
+
+  beforeAll(async () => {
+    dir = mkdtempSync(join(tmpdir(), 'petstore-breaking-'));
+    symlinkSync(join(repoRoot, 'node_modules'), join(dir, 'node_modules'));
+    writeFileSync(join(dir, 'openapi.yaml'), stringify(spec()));
+    await git('init', '-q');
+    await git('-c', 'user.email=ci@example.com', '-c', 'user.name=ci', 'commit', '-q', '--allow-empty', '-m', 'empty');
+    await git('add', 'openapi.yaml');
+    await git('-c', 'user.email=ci@example.com', '-c', 'user.name=ci', 'commit', '-q', '-m', 'spec');
+  });
+  afterAll(() => rmSync(dir, { recursive: true, force: true }));
+
+  it('fails on a removed response field, naming it, and passes once the major version is raised', async () => {
+    const doc = changed((d) => delete d.components.schemas.Category.properties.description);
+    writeFileSync(join(dir, 'openapi.yaml'), stringify(doc));
+    const refused = await run();
+    expect(refused.code).toBe(1);
+    expect(refused.out).toContain("cannot remove response property 'description'");
+
+    doc.info.version = '2.0.0';
+    writeFileSync(join(dir, 'openapi.yaml'), stringify(doc));
+    const allowed = await run();
+    expect(allowed).toEqual({ code: 0, out: expect.stringContaining("info.version's major was raised (1.0.0 -> 2.0.0)") });
+  });
+
+  it('passes an unchanged spec', async () => {
+    writeFileSync(join(dir, 'openapi.yaml'), stringify(spec()));
+    expect(await run()).toEqual({ code: 0, out: expect.stringContaining('keeps every promise of its version at HEAD') });
+  });
+});
