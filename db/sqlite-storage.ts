@@ -276,7 +276,7 @@ function createQueries(db: Db): Queries {
       return row ? { ...toAccount(row), passwordHash: row.passwordHash } : null;
     },
 
-    insertApiKey: (input) => toApiKey(insertApiKey().get({ name: null, expiresAt: null, ...input })!),
+    insertApiKey: (input) => toApiKey(insertApiKey().get({ name: null, expiresAt: null, ...input })),
     findKeyOwner: (hash) => keyOwner().get({ hash }) ?? null,
     listApiKeys: (accountId, page) => apiKeyPage().all({ accountId, ...page }).map(toApiKey),
     revokeApiKey(accountId, keyId, at) {
@@ -325,7 +325,7 @@ function createQueries(db: Db): Queries {
       return row ? toPet(row) : null;
     },
     insertPet(input) {
-      const row = insertPet().get(input)!;
+      const row = insertPet().get(input);
       insertStock().run({ petId: row.id });
       return toPet(row);
     },
@@ -359,8 +359,8 @@ function createQueries(db: Db): Queries {
       const row = orderById(isCustomer(viewer)).get({ id, accountId: viewer.accountId });
       return row ? toOrder(row) : null;
     },
-    insertOrder: (input) => toOrder(insertOrder().get(input)!),
-    completeOrder: (id, shipDate) => toOrder(completeOrder().get({ id, shipDate })!),
+    insertOrder: (input) => toOrder(insertOrder().get(input)),
+    completeOrder: (id, shipDate) => toOrder(completeOrder().get({ id, shipDate })),
     deleteOrder(id) {
       deleteOrder().run({ id });
     },
@@ -377,7 +377,7 @@ function createQueries(db: Db): Queries {
     },
     purgeIdempotency: (before) => purgeIdempotency().run({ before }).changes,
 
-    insertMessage: (input) => toMessage(insertMessage().get(input)!),
+    insertMessage: (input) => toMessage(insertMessage().get(input)),
     findMessage(accountId, id) {
       const row = messageById().get({ id, accountId });
       return row ? toMessage(row) : null;
@@ -463,7 +463,7 @@ export function createSqliteStorage(db: Db): Storage {
       }
     },
     // One upsert statement: atomic across the processes sharing the file.
-    hitRateLimit: guard((key: string, windowMs: number, now: number) => hit().get({ key, now, resetAt: now + windowMs })!),
+    hitRateLimit: guard((key: string, windowMs: number, now: number) => hit().get({ key, now, resetAt: now + windowMs })),
     undoRateLimitHit: guard((key: string) => {
       undoHit().run({ key });
     }),

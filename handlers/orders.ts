@@ -11,8 +11,9 @@ export const ordersHandlers: HandlerModule<'orders'> = {
 
   async placeOrder({ body, headers, principal }, { repos }) {
     const { outcome, replayed } = await repos.orders.place(
-      // The validator has applied the spec's default (NewOrder.quantity: 1) to the body.
-      { accountId: principal.accountId, petId: body.petId, quantity: body.quantity! },
+      // The validator applies the spec's default (NewOrder.quantity: 1); generated/ types
+      // such a field as present (defaultNonNullable), the client's view as optional.
+      { accountId: principal.accountId, petId: body.petId, quantity: body.quantity },
       headers['Idempotency-Key'],
     );
     // Only here does a replay become a header, and a refusal an Error body.

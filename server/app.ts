@@ -83,7 +83,7 @@ export function createApp({ storage: given, db, config, spec = loadSpec(), log, 
     }
     next();
   });
-  app.use(servicePages(spec, { ...defaultHandlers, ...handlers } as HandlerTable, ctx));
+  app.use(servicePages(spec, { ...defaultHandlers, ...handlers }, ctx));
   // First, so that every answer of a deprecated operation says so, a 401 or 429 included.
   app.use(deprecationHeaders(operations));
   // HEAD is GET without a body (RFC 9110); Node drops the body because the response was

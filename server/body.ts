@@ -116,7 +116,7 @@ function readError(err: { type?: string; message?: string }, limitBytes: number)
 
 export function bodyReader(limitBytes: number): RequestHandler[] {
   const raw = express.raw({ type: () => true, limit: limitBytes });
-  const readRaw: RequestHandler = (req, res, next) => raw(req, res, (err?: unknown) => next(err ? readError(err as object, limitBytes) : undefined));
+  const readRaw: RequestHandler = (req, res, next) => raw(req, res, (err?: unknown) => next(err ? readError(err, limitBytes) : undefined));
   const parse: RequestHandler = (req, _res, next) => {
     const raw: unknown = req.body;
     if (!Buffer.isBuffer(raw) || raw.length === 0) {

@@ -129,7 +129,7 @@ export function errorMapper(log: Logger): ErrorRequestHandler {
   return (err, req, res, _next) => {
     const error = toApiError(err, req);
     if (error.status >= 500) {
-      const cause = error.cause ?? err;
+      const cause: unknown = error.cause ?? err;
       log.error(
         { requestId: res.getHeader('X-Request-Id'), method: req.method, path: req.path, err: cause instanceof Error ? cause : new Error(String(cause)) },
         'request failed',

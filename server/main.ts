@@ -20,7 +20,8 @@ async function main(): Promise<void> {
   const storage = cluster.isWorker ? openStorage(config) : await prepareMigratedStorage(config, log);
   const lifecycle: Lifecycle = { draining: false };
   const app = createApp({ storage, config, log, lifecycle });
-  const { server, drain } = createHttpServer(app, config, lifecycle, log);
+  const http = createHttpServer(app, config, lifecycle, log);
+  const { server } = http;
 
   let worker: DeliveryWorker | undefined;
   server.listen(config.port, config.host, () => {
@@ -38,7 +39,7 @@ async function main(): Promise<void> {
     if (stopping) return;
     stopping = true;
     log.info(`${signal}: draining in-flight requests`);
-    await drain();
+    await http.drain();
     // The worker writes to the database, so it stops first.
     await worker?.stop();
     await storage.close();

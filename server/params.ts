@@ -7,6 +7,8 @@ import { validationFailed } from './errors';
 import type { OpenApiDocument } from './spec';
 
 const canonicalInteger = /^-?(?:0|[1-9][0-9]*)$/;
+// A nested query value (`a[b]=1`) is no integer: '' fails the test above like any other.
+const textOf = (v: unknown) => (typeof v === 'string' ? v : '');
 
 type Schema = { $ref?: string; type?: string; items?: Schema };
 type Parameter = { $ref?: string; name: string; in: string; schema?: Schema };
@@ -83,7 +85,7 @@ export function canonicalIntegers(spec: OpenApiDocument): RequestHandler {
     for (const [name, kind] of route.query) {
       const given = req.query[name];
       if (given === undefined) continue;
-      const texts = (Array.isArray(given) ? given : [given]).flatMap((v) => (kind === 'list' ? String(v).split(',') : [String(v)]));
+      const texts = (Array.isArray(given) ? given : [given]).flatMap((v) => (kind === 'list' ? textOf(v).split(',') : [textOf(v)]));
       if (!texts.every((text) => canonicalInteger.test(text))) {
         return next(validationFailed(`request/query/${name} must be ${kind === 'list' ? 'integers' : 'an integer'} written in plain decimal digits`));
       }

@@ -41,7 +41,7 @@ describe('credentials per request', () => {
       hash.update = ((data: unknown, ...rest: never[]) => {
         hashed.push(data);
         return (update as (...args: unknown[]) => crypto.Hash)(data, ...rest);
-      }) as typeof hash.update;
+      });
       return hash;
     });
     try {

@@ -13,14 +13,12 @@ const keyOf = (row: Row) => (row.id ?? row.petId) as number;
 describe('pagination', () => {
   const t = setupApp();
   const repos = t.repos;
-  let boss: Caller;
   let buyer: Caller;
   let dogs: number;
   let cats: number;
   const catalogue: number[] = [];
 
   beforeAll(async () => {
-    boss = await admin(t);
     buyer = await customer(t.app);
     dogs = (await repos.categories.create({ name: 'Paged dogs' })).id;
     cats = (await repos.categories.create({ name: 'Paged cats' })).id;
@@ -129,7 +127,7 @@ describe('pagination', () => {
       client.prepare = ((sql: string) => {
         if (/^select/i.test(sql) && /\blimit\b/i.test(sql)) seen.add(sql);
         return prepare(sql);
-      }) as typeof client.prepare;
+      });
       // Statements are prepared once per app, on first use: a fresh app over the same
       // database prepares each of them again, where the hook sees it.
       const app = createApp({ db, config: testConfig() });

@@ -225,7 +225,7 @@ function createQueries(db: Executor): Queries {
 
 export function openPgDatabase(url: string, poolSize = 10): PgDb {
   const pool = new Pool({ connectionString: url, max: poolSize });
-  return drizzle(pool, { schema }) as PgDb;
+  return drizzle({ client: pool, schema });
 }
 
 /**
@@ -239,13 +239,13 @@ export async function migratePg(db: PgDb, folder = pgMigrationsFolder): Promise<
     // An arbitrary constant naming "petstore migrations" among advisory locks.
     await client.query('select pg_advisory_lock(72707301)');
     try {
-      const applied = await client.query(
+      const applied = await client.query<{ n: number }>(
         "select count(*)::int as n from information_schema.tables where table_schema = 'drizzle' and table_name = '__drizzle_migrations'",
       );
-      let brandNew = applied.rows[0].n === 0;
+      let brandNew = applied.rows[0]?.n === 0;
       if (!brandNew) {
-        const count = await client.query('select count(*)::int as n from drizzle.__drizzle_migrations');
-        brandNew = count.rows[0].n === 0;
+        const count = await client.query<{ n: number }>('select count(*)::int as n from drizzle.__drizzle_migrations');
+        brandNew = count.rows[0]?.n === 0;
       }
       await migrate(drizzle(client, { schema }), { migrationsFolder: folder });
       return { brandNew };

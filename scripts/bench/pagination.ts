@@ -25,7 +25,7 @@ export async function benchPagination(): Promise<void> {
   const sqlite = db.$client;
   sqlite.exec("insert into accounts (email, password_hash, role, created_at) values ('bench@example.com', 'x', 'admin', '2026-01-01T00:00:00Z')");
   const { key, ...stored } = generateApiKey();
-  createRepositories(db).apiKeys.create({ accountId: 1, ...stored });
+  await createRepositories(db).apiKeys.create({ accountId: 1, ...stored });
   sqlite.exec("insert into categories (name, name_key) values ('Dogs', 'dogs'), ('Cats', 'cats')");
   const insertPet = sqlite.prepare('insert into pets (name, category_id, status) values (?, ?, ?)');
   const insertStock = sqlite.prepare('insert into inventory (pet_id, quantity) values (?, 0)');
@@ -79,8 +79,8 @@ export async function benchPagination(): Promise<void> {
   for (const path of Object.values(cases)) await timeGet(path); // warm-up
   for (let round = 0; round < rounds; round++) {
     for (const [name, path] of Object.entries(cases)) samples[name]!.push(await timeGet(path));
-    samples['OFFSET page 1 (SQL only)']!.push(timeSql(offsetSql, pageSize, 0));
-    samples['OFFSET page 10,000 (SQL only)']!.push(timeSql(offsetSql, pageSize, deepAfter));
+    samples['OFFSET page 1 (SQL only)'].push(timeSql(offsetSql, pageSize, 0));
+    samples['OFFSET page 10,000 (SQL only)'].push(timeSql(offsetSql, pageSize, deepAfter));
   }
   await new Promise((r) => server.close(r));
   sqlite.close();

@@ -94,7 +94,7 @@ function fire(port: number, load: Load, auth: string, conns: number, duration: n
         ...(load.body && { body: load.body }),
       },
       (err: unknown, result: autocannon.Result) => {
-        if (err) return reject(err instanceof Error ? err : new Error(String(err)));
+        if (err) return reject(err instanceof Error ? err : new Error('autocannon failed', { cause: err }));
         const bad = result.non2xx + result.errors;
         if (bad > 0) return reject(new Error(`${load.name} on port ${port}: ${bad} non-2xx answers or errors`));
         resolve(result.requests.total / duration);

@@ -199,7 +199,7 @@ function fire(port: number, load: Load, seconds: number): Promise<Sample> {
         ...(load.body !== undefined && { body: load.body }),
       },
       (err: unknown, result: autocannon.Result) => {
-        if (err) return reject(err instanceof Error ? err : new Error(String(err)));
+        if (err) return reject(err instanceof Error ? err : new Error('autocannon failed', { cause: err }));
         resolve({
           rps: result.requests.total / (result.duration || seconds),
           p50: result.latency.p50,
@@ -225,7 +225,7 @@ function fireAmount(port: number, loads: Load[], amount: number, capS: number): 
       },
       (err: unknown, result: autocannon.Result) => {
         clearTimeout(cap);
-        if (err) return reject(err instanceof Error ? err : new Error(String(err)));
+        if (err) return reject(err instanceof Error ? err : new Error('autocannon failed', { cause: err }));
         resolve({ done: result.requests.total, seconds: (performance.now() - began) / 1000 });
       },
     );
@@ -378,7 +378,7 @@ interface Memory {
 /** RSS of a fresh service after the first requests and after all of them, a mix of the hot routes. */
 async function memoryCheck(serviceEnv: Record<string, string>, auth: Record<string, string>): Promise<Memory | null> {
   if (memoryTotal === 0 || !existsSync('/proc/self/status')) return null;
-  restock((serviceEnv.DATABASE_PATH as string));
+  await restock(serviceEnv.DATABASE_PATH as string);
   const service = await start('service', serviceCommand(), serviceEnv, { path: '/healthz' }, { pin: true });
   try {
     const mix: Load[] = [
