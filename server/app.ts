@@ -98,7 +98,7 @@ export function createApp({ storage: given, db, config, spec = loadSpec(), log, 
   app.use(specRouter(spec));
   // Before the validator, which answers 404 for any path the spec does not declare.
   app.use(createDocsRouter(spec));
-  app.use(canonicalIntegers(spec));
+  app.use(canonicalIntegers(operations));
   app.use(bodyReader(config.bodyLimitBytes));
   cacheValidatorRouteMatchers();
   const validator = OpenApiValidator.middleware({

@@ -4,26 +4,11 @@
 // list can serve. This runs before the validator and refuses them with 400.
 import type { RequestHandler } from 'express';
 import { validationFailed } from './errors';
-import type { OpenApiDocument } from './spec';
+import type { OperationEntry } from './spec';
 
 const canonicalInteger = /^-?(?:0|[1-9][0-9]*)$/;
 // A nested query value (`a[b]=1`) is no integer: '' fails the test above like any other.
 const textOf = (v: unknown) => (typeof v === 'string' ? v : '');
-
-type Schema = { $ref?: string; type?: string; items?: Schema };
-type Parameter = { $ref?: string; name: string; in: string; schema?: Schema };
-
-function resolve<T extends { $ref?: string }>(spec: OpenApiDocument, node: T): T {
-  let current: T = node;
-  for (let hops = 0; current.$ref && hops < 10; hops++) {
-    const target = current.$ref
-      .replace(/^#\//, '')
-      .split('/')
-      .reduce<unknown>((at, key) => (at as Record<string, unknown>)?.[key], spec);
-    current = target as T;
-  }
-  return current;
-}
 
 interface IntegerParams {
   pattern: RegExp;
@@ -33,39 +18,28 @@ interface IntegerParams {
   query: Map<string, 'one' | 'list'>;
 }
 
-function integerParamsOf(spec: OpenApiDocument): IntegerParams[] {
-  const out: IntegerParams[] = [];
-  for (const [template, item] of Object.entries(spec.paths)) {
-    const shared = (item.parameters as Parameter[] | undefined) ?? [];
-    const names = [...template.matchAll(/\{(\w+)\}/g)].map((m) => m[1] as string);
-    const pattern = new RegExp(`^${template.replace(/[.*+?^$()|[\]\\]/g, '\\$&').replace(/\{\w+\}/g, '([^/]+)')}$`);
-    const params = [...shared];
-    for (const method of ['get', 'put', 'post', 'delete', 'patch'] as const) {
-      params.push(...(((item[method] as { parameters?: Parameter[] } | undefined)?.parameters) ?? []));
+/** One entry per path template, from the operation table: any method's integers count. */
+function integerParamsOf(operations: Record<string, OperationEntry>): IntegerParams[] {
+  const byPath = new Map<string, IntegerParams & { integerPath: Set<string> }>();
+  for (const op of Object.values(operations)) {
+    let route = byPath.get(op.path);
+    if (!route) {
+      const pattern = new RegExp(`^${op.path.replace(/[.*+?^$()|[\]\\]/g, '\\$&').replace(/\{\w+\}/g, '([^/]+)')}$`);
+      route = { pattern, path: [], query: new Map(), integerPath: new Set() };
+      byPath.set(op.path, route);
     }
-    const resolved = params.map((p) => resolve(spec, p));
-    const kindOf = (p: Parameter): 'one' | 'list' | undefined => {
-      const schema = p.schema ? resolve(spec, p.schema) : undefined;
-      if (schema?.type === 'integer') return 'one';
-      if (schema?.type === 'array' && schema.items && resolve(spec, schema.items).type === 'integer') return 'list';
-      return undefined;
-    };
-    out.push({
-      pattern,
-      path: names.map((name) => ({ name, integer: resolved.some((p) => p.in === 'path' && p.name === name && kindOf(p) === 'one') })),
-      query: new Map(
-        resolved.flatMap((p) => {
-          const kind = p.in === 'query' ? kindOf(p) : undefined;
-          return kind ? [[p.name, kind] as const] : [];
-        }),
-      ),
-    });
+    for (const name of op.integers?.path ?? []) route.integerPath.add(name);
+    for (const [name, kind] of Object.entries(op.integers?.query ?? {})) route.query.set(name, kind);
   }
-  return out;
+  return [...byPath].map(([template, { pattern, query, integerPath }]) => ({
+    pattern,
+    path: [...template.matchAll(/\{(\w+)\}/g)].map((m) => ({ name: m[1] as string, integer: integerPath.has(m[1] as string) })),
+    query,
+  }));
 }
 
-export function canonicalIntegers(spec: OpenApiDocument): RequestHandler {
-  const table = integerParamsOf(spec);
+export function canonicalIntegers(operations: Record<string, OperationEntry>): RequestHandler {
+  const table = integerParamsOf(operations);
   return (req, _res, next) => {
     const route = table.find((r) => r.pattern.test(req.path));
     if (!route) return next();

@@ -67,6 +67,46 @@ export interface OperationEntry {
   requiredRole?: string;
   /** The deprecation extensions, exactly as written, when the operation is `deprecated`. */
   deprecated?: { since?: string; sunset?: string; successor?: string };
+  /**
+   * Its integer parameters, when it has any (server/params.ts takes them only as plain
+   * decimal text): path parameter names, and query parameters holding one integer or a
+   * comma-separated list of them.
+   */
+  integers?: { path?: readonly string[]; query?: Readonly<Record<string, 'one' | 'list'>> };
+}
+
+type Schema = { $ref?: string; type?: string; items?: Schema };
+type Parameter = { $ref?: string; name: string; in: string; schema?: Schema };
+
+/** Follows local `$ref`s (`#/components/...`) to the node they name. */
+function resolveRef<T extends { $ref?: string }>(doc: Record<string, unknown>, node: T): T {
+  let current: T = node;
+  for (let hops = 0; current.$ref && hops < 10; hops++) {
+    current = current.$ref
+      .replace(/^#\//, '')
+      .split('/')
+      .reduce<unknown>((at, key) => (at as Record<string, unknown>)?.[key], doc) as T;
+  }
+  return current;
+}
+
+/** The integer parameters of one operation, its path item's shared ones included. */
+function integersOf(doc: Record<string, unknown>, item: Record<string, unknown>, op: Record<string, unknown>): OperationEntry['integers'] {
+  const params = [...((item.parameters as Parameter[] | undefined) ?? []), ...((op.parameters as Parameter[] | undefined) ?? [])].map((p) =>
+    resolveRef(doc, p),
+  );
+  const kindOf = (p: Parameter): 'one' | 'list' | undefined => {
+    const schema = p.schema ? resolveRef(doc, p.schema) : undefined;
+    if (schema?.type === 'integer') return 'one';
+    if (schema?.type === 'array' && schema.items && resolveRef(doc, schema.items).type === 'integer') return 'list';
+    return undefined;
+  };
+  const path = params.filter((p) => p.in === 'path' && kindOf(p) === 'one').map((p) => p.name);
+  const query = Object.fromEntries(params.flatMap((p) => (p.in === 'query' && kindOf(p) ? [[p.name, kindOf(p)!] as const] : [])));
+  const integers: NonNullable<OperationEntry['integers']> = {};
+  if (path.length > 0) integers.path = path;
+  if (Object.keys(query).length > 0) integers.query = query;
+  return integers.path || integers.query ? integers : undefined;
 }
 
 /**
@@ -114,6 +154,8 @@ export function operationsOf(doc: { paths: Record<string, unknown> } & Record<st
         if (successor !== undefined) deprecated.successor = successor;
         entry.deprecated = deprecated;
       }
+      const integers = integersOf(doc, item as Raw, op);
+      if (integers) entry.integers = integers;
       table[id] = entry;
     }
   }
