@@ -104,8 +104,8 @@ export const idempotencyKeys = sqliteTable(
     key: text('key').notNull(),
     // SHA-256 of the canonical request body: the same key with another body is a conflict.
     requestHash: text('request_hash').notNull(),
-    responseStatus: integer('response_status').notNull(),
-    responseBody: text('response_body').notNull(),
+    // The domain outcome of the first request (domain/idempotency.ts), as JSON.
+    outcome: text('outcome').notNull(),
     createdAt: text('created_at').notNull(),
   },
   (t) => [primaryKey({ columns: [t.accountId, t.key] }), index('idempotency_keys_created_idx').on(t.createdAt)],

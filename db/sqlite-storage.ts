@@ -228,11 +228,11 @@ function createQueries(db: Db): Queries {
   const saveIdempotency = prepared(() =>
     db
       .insert(idempotencyKeys)
-      .values({ accountId: p('accountId'), key: p('key'), requestHash: p('requestHash'), responseStatus: 0, responseBody: p('outcome'), createdAt: p('createdAt') })
+      .values({ accountId: p('accountId'), key: p('key'), requestHash: p('requestHash'), outcome: p('outcome'), createdAt: p('createdAt') })
       // An expired record not purged yet gives way to the new one.
       .onConflictDoUpdate({
         target: [idempotencyKeys.accountId, idempotencyKeys.key],
-        set: { requestHash: bound('requestHash'), responseStatus: 0, responseBody: bound('outcome'), createdAt: bound('createdAt') },
+        set: { requestHash: bound('requestHash'), outcome: bound('outcome'), createdAt: bound('createdAt') },
       })
       .prepare(),
   );
@@ -370,7 +370,7 @@ function createQueries(db: Db): Queries {
     findIdempotency(accountId, key, notBefore): StoredIdempotency | null {
       const row = idempotencyRecord().get({ accountId, key });
       if (!row || row.createdAt < notBefore) return null;
-      return { requestHash: row.requestHash, outcome: outcomeOf(row.responseStatus, row.responseBody) };
+      return { requestHash: row.requestHash, outcome: row.outcome };
     },
     saveIdempotency(accountId, key, record, createdAt) {
       saveIdempotency().run({ accountId, key, ...record, createdAt });
@@ -384,16 +384,6 @@ function createQueries(db: Db): Queries {
     },
     deliverDue: (createdBefore, sentAt, limit) => deliverDue().all({ createdBefore, sentAt, limit }).map((r) => r.id),
   };
-}
-
-/**
- * Records written before the domain layer (response_status 201/409/422) hold an HTTP
- * response; response_status 0 marks a domain outcome. Both read as an outcome.
- */
-function outcomeOf(status: number, body: string): string {
-  if (status === 0) return body;
-  const parsed = JSON.parse(body) as { code?: string; message?: string };
-  return JSON.stringify(status === 201 ? { ok: true, value: parsed } : { ok: false, error: { code: parsed.code, message: parsed.message } });
 }
 
 export function createSqliteStorage(db: Db): Storage {

@@ -67,4 +67,37 @@ describe('migrations', () => {
     expect(db.$client.pragma('foreign_keys', { simple: true })).toBe(1);
     db.$client.close();
   });
+
+  it('rewrite idempotency records written before the domain layer as outcomes', () => {
+    // A database last migrated before 0002: its records hold an HTTP status and body.
+    const folder = join(dir, 'before-0002');
+    cpSync(migrationsFolder, folder, { recursive: true });
+    const journalPath = join(folder, 'meta', '_journal.json');
+    const journal = JSON.parse(readFileSync(journalPath, 'utf8'));
+    const full = JSON.stringify(journal);
+    journal.entries = journal.entries.filter((e: { tag: string }) => e.tag !== '0002_idempotency_outcome');
+    writeFileSync(journalPath, JSON.stringify(journal));
+
+    const db = openDatabase(join(dir, 'd.db'));
+    migrateDatabase(db, folder);
+    const order = { id: 7, petId: 1, quantity: 2, complete: false };
+    db.$client.exec(`
+      insert into accounts (id, email, password_hash, role, created_at) values (1, 'old@example.com', 'x', 'customer', '2026-01-01T00:00:00Z');
+      insert into idempotency_keys (account_id, key, request_hash, response_status, response_body, created_at) values
+        (1, 'placed', 'h1', 201, '${JSON.stringify(order)}', '2026-01-01T00:00:00Z'),
+        (1, 'refused', 'h2', 409, '{"code":"insufficient_stock","message":"Only 1 left","status":409}', '2026-01-01T00:00:00Z'),
+        (1, 'new', 'h3', 0, '{"ok":true,"value":{"id":8}}', '2026-01-01T00:00:00Z');
+    `);
+    writeFileSync(journalPath, full);
+    migrateDatabase(db, folder);
+
+    const rows = db.$client.prepare('select * from idempotency_keys order by key').all() as Array<Record<string, unknown>>;
+    expect(rows.map((r) => [r.key, JSON.parse(r.outcome as string)])).toEqual([
+      ['new', { ok: true, value: { id: 8 } }],
+      ['placed', { ok: true, value: order }],
+      ['refused', { ok: false, error: { code: 'insufficient_stock', message: 'Only 1 left' } }],
+    ]);
+    expect(Object.keys(rows[0]!).sort()).toEqual(['account_id', 'created_at', 'key', 'outcome', 'request_hash']);
+    db.$client.close();
+  });
 });
