@@ -7,28 +7,28 @@ import type { PetStatus } from '../domain/types';
 const demo: Array<{
   category: string;
   description: string;
-  pets: Array<{ name: string; stock: number; status?: PetStatus }>;
+  pets: Array<{ name: string; stock: number; status: PetStatus }>;
 }> = [
   {
     category: 'Dogs',
     description: 'Loyal, loud, and always hungry.',
     pets: [
-      { name: 'Rex', stock: 3 },
-      { name: 'Biscuit', stock: 1 },
+      { name: 'Rex', stock: 3, status: 'available' },
+      { name: 'Biscuit', stock: 1, status: 'available' },
     ],
   },
   {
     category: 'Cats',
     description: 'They will let you know.',
     pets: [
-      { name: 'Whiskers', stock: 2 },
+      { name: 'Whiskers', stock: 2, status: 'available' },
       { name: 'Tom', stock: 0, status: 'sold' },
     ],
   },
   {
     category: 'Rabbits',
     description: 'Quiet, quick, and fond of carrots.',
-    pets: [{ name: 'Clover', stock: 5 }],
+    pets: [{ name: 'Clover', stock: 5, status: 'available' }],
   },
 ];
 
@@ -41,7 +41,7 @@ export async function seedDemoData(store: Store): Promise<{ categories: number; 
   for (const { category, description, pets: animals } of demo) {
     const { id: categoryId } = await store.categories.create({ name: category, description });
     for (const { name, stock, status } of animals) {
-      const pet = await store.pets.create({ name, categoryId, status: status ?? 'available' });
+      const pet = await store.pets.create({ name, categoryId, status });
       if (stock > 0) await store.inventory.setQuantity(pet.id, stock);
       pets++;
     }

@@ -17,7 +17,7 @@ const nameKeyOf = (name: string) => name.toLowerCase();
 const nameTaken = (name: string) => new DomainError('conflict', `A category named "${name}" already exists`);
 
 /** `msg_` and 96 random bits as 24 hex digits: the spec's MessageId pattern. */
-export const newMessageId = () => `msg_${randomBytes(12).toString('hex')}`;
+const newMessageId = () => `msg_${randomBytes(12).toString('hex')}`;
 
 export interface NewOrder {
   accountId: number;
@@ -83,7 +83,7 @@ export function createStore(storage: Storage) {
           if (!(await tx.lockCategory(input.categoryId))) {
             throw new DomainError('category_not_found', `Category ${input.categoryId} does not exist`);
           }
-          return tx.insertPet({ name: input.name, categoryId: input.categoryId, status: statusOf(input) });
+          return tx.insertPet({ name: input.name, categoryId: input.categoryId, status: input.status });
         }),
 
       /** Replaces name, category and status. Null when there is no such pet. */
@@ -93,7 +93,7 @@ export function createStore(storage: Storage) {
           if (!(await tx.lockCategory(input.categoryId))) {
             throw new DomainError('category_not_found', `Category ${input.categoryId} does not exist`);
           }
-          return tx.updatePet(id, { name: input.name, categoryId: input.categoryId, status: statusOf(input) });
+          return tx.updatePet(id, { name: input.name, categoryId: input.categoryId, status: input.status });
         }),
 
       /** False when there is no such pet; 409 `pet_has_open_orders` while an incomplete order names it. */
@@ -210,5 +210,3 @@ export type Store = ReturnType<typeof createStore>;
 
 const admin: Principal = { accountId: 0, role: 'admin' };
 
-/** The spec's default status; the validator fills it in for HTTP requests, the seed may omit it. */
-const statusOf = (pet: { status?: PetStatus }): PetStatus => pet.status ?? 'available';

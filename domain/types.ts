@@ -15,8 +15,11 @@ export type InventoryItem = Schemas['InventoryItem'];
 export type Order = Required<Pick<Schemas['Order'], 'id' | 'petId' | 'quantity' | 'complete'>> & Pick<Schemas['Order'], 'shipDate'>;
 export type Message = Schemas['Message'];
 
-/** NewPet of the contract; over HTTP the validator has applied the spec's default status, other callers may omit it. */
-export type NewPet = Omit<Schemas['NewPet'], 'status'> & { status?: PetStatus };
+/**
+ * NewPet of the contract as the validator delivers it: status present, the spec's default
+ * (`available`) applied. That default lives only in openapi.yaml; other callers say a status.
+ */
+export type NewPet = Schemas['NewPet'];
 
 /** Who is asking (the authenticated caller): a customer sees only its own orders, an admin every order. */
 export interface Principal {

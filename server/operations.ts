@@ -9,7 +9,8 @@ import type { Config } from './config';
 import type { Logger } from './log';
 import type { Storage } from '../domain/storage';
 import type { Store } from '../domain/store';
-import { principalOf, type Principal } from './security';
+import type { Principal } from '../domain/types';
+import { principalOf } from './security';
 import { ApiError } from './errors';
 
 type Op<K extends OperationId> = operations[K];

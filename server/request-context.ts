@@ -3,8 +3,6 @@
 import type { Principal } from '../domain/types';
 import type { ApiError } from './errors';
 
-export type { Principal };
-
 declare global {
   // eslint-disable-next-line @typescript-eslint/no-namespace
   namespace Express {

@@ -208,7 +208,7 @@ describe('the periodic purge', () => {
   it('forgets Idempotency-Keys past 24 hours and ended rate-limit windows, and nothing else', async () => {
     const me = await customer(t.app);
     const category = await t.repos.categories.create({ name: 'Purged' });
-    const pet = await t.repos.pets.create({ name: 'Purgeable', categoryId: category.id });
+    const pet = await t.repos.pets.create({ name: 'Purgeable', categoryId: category.id, status: 'available' });
     await t.repos.inventory.setQuantity(pet.id, 5);
     await t.repos.orders.place({ accountId: me.accountId, petId: pet.id, quantity: 1 }, 'old-key');
     await t.repos.orders.place({ accountId: me.accountId, petId: pet.id, quantity: 1 }, 'new-key');

@@ -67,7 +67,7 @@ describe('pagination', () => {
     const before = (await walk('/pets?limit=100', buyer)).rows.map(keyOf);
     let added = 0;
     const { rows } = await walk('/pets?limit=17', buyer, async () => {
-      for (let i = 0; i < 3; i++, added++) await repos.pets.create({ name: `Latecomer ${added}`, categoryId: dogs });
+      for (let i = 0; i < 3; i++, added++) await repos.pets.create({ name: `Latecomer ${added}`, categoryId: dogs, status: 'available' });
     });
     const seen = rows.map(keyOf);
     expectNoDuplicatesInOrder(seen);
@@ -120,7 +120,7 @@ describe('pagination', () => {
       const buyer = await customer(t.app);
       const dogs = (await t.repos.categories.create({ name: 'Planned dogs' })).id;
       const cats = (await t.repos.categories.create({ name: 'Planned cats' })).id;
-      for (let i = 0; i < 5; i++) await t.repos.pets.create({ name: `Planned ${i}`, categoryId: i % 2 ? cats : dogs });
+      for (let i = 0; i < 5; i++) await t.repos.pets.create({ name: `Planned ${i}`, categoryId: i % 2 ? cats : dogs, status: 'available' });
       const seen = new Set<string>();
       const client = db.$client;
       const prepare = client.prepare.bind(client);

@@ -19,7 +19,7 @@ describe('a transaction held open at an await', () => {
 
   beforeAll(async () => {
     const category = await t.repos.categories.create({ name: 'Interleaving' });
-    petId = (await t.repos.pets.create({ name: 'Held', categoryId: category.id })).id;
+    petId = (await t.repos.pets.create({ name: 'Held', categoryId: category.id, status: 'available' })).id;
     await t.repos.inventory.setQuantity(petId, 5);
     accountId = (await t.repos.accounts.create({ email: 'interleave@example.com', passwordHash: 'unused', role: 'customer' }))!.id;
   });

@@ -263,7 +263,7 @@ describe('placing orders from four threads, each with its own connection to one 
       const repos = createStore(createSqliteStorage(db));
       const account = await repos.accounts.create({ email: uniqueEmail('threads'), passwordHash: 'unused', role: 'customer' });
       const category = await repos.categories.create({ name: 'Threads' });
-      const pet = await repos.pets.create({ name: 'Contended', categoryId: category.id });
+      const pet = await repos.pets.create({ name: 'Contended', categoryId: category.id, status: 'available' });
       await repos.inventory.setQuantity(pet.id, 1000);
 
       const start = new SharedArrayBuffer(4);
