@@ -234,7 +234,7 @@ export function brokenValues(s: Schema, deref: Deref): Broken[] {
 const bigPlaceholder = '"__contract_raw_value__"';
 
 /** Encodes a body with one field replaced by exact JSON text. */
-export function withRaw(body: Record<string, unknown>, field: string, raw: string): string {
+function withRaw(body: Record<string, unknown>, field: string, raw: string): string {
   return JSON.stringify({ ...body, [field]: '__contract_raw_value__' }).replace(bigPlaceholder, raw);
 }
 

@@ -60,7 +60,7 @@ export async function invalidTraffic(run: Run, op: Operation): Promise<void> {
 }
 
 /** Whether a parameter's schema accepts this text, read the way a server coerces it. */
-export function acceptsText(run: Run, p: Param, text: string): boolean {
+function acceptsText(run: Run, p: Param, text: string): boolean {
   const schema = inline(run, p.schema);
   const value = typeOf(schema) === 'array' && !p.explode ? text.split(',') : text;
   let fn = run.textValidators.get(p);
@@ -83,7 +83,7 @@ export function inline(run: Run, schema: unknown, depth = 0): Schema {
 }
 
 /** Every malformed Authorization form is 401; a customer on an admin operation is 403. */
-export async function authProbes(run: Run, op: Operation, inputs: Inputs): Promise<void> {
+async function authProbes(run: Run, op: Operation, inputs: Inputs): Promise<void> {
   const probe = (label: string, headers: Record<string, string>, status: number) =>
     run.send(op, label, { kind: 'status', status }, run.build(op, inputs, headers));
   if (op.security === 'bearer') {

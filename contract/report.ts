@@ -39,7 +39,7 @@ export function formatFailure(ex: Exchange, reproduce: string): string {
   return lines.join('\n');
 }
 
-export function formatCoverage(rows: CoverageRow[]): string {
+function formatCoverage(rows: CoverageRow[]): string {
   const width = (f: (r: CoverageRow) => string) => Math.max(...rows.map((r) => f(r).length));
   const opW = width((r) => r.opId);
   const routeW = width((r) => `${r.method} ${r.path}`);

@@ -190,7 +190,7 @@ function responseSpec(status: string, response: Schema, pointer: string): Respon
 }
 
 /** The 201/202 body schema of a create operation, when it is an object with an `id`. */
-export function createdSchema(op: Operation, deref: (s: unknown) => Schema): Schema | undefined {
+function createdSchema(op: Operation, deref: (s: unknown) => Schema): Schema | undefined {
   for (const status of ['201', '202']) {
     const schema = op.responses.get(status)?.schema;
     if (!schema) continue;

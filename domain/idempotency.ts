@@ -6,10 +6,10 @@ import { DomainError, type Outcome } from './errors';
 import type { Queries } from './storage';
 
 /** How long a key is remembered (openapi.yaml: 24 hours). */
-export const idempotencyRetentionMs = 24 * 60 * 60 * 1000;
+const idempotencyRetentionMs = 24 * 60 * 60 * 1000;
 
 /** JSON with object keys sorted at every level, so equal bodies hash equally. */
-export function canonicalJson(value: unknown): string {
+function canonicalJson(value: unknown): string {
   if (Array.isArray(value)) return `[${value.map(canonicalJson).join(',')}]`;
   if (value !== null && typeof value === 'object') {
     const entries = Object.entries(value as Record<string, unknown>)

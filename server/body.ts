@@ -39,7 +39,7 @@ function binaryParts(value: number): { mantissa: bigint; exponent: number } {
  * is taken only when the double it becomes is exactly the number written
  * (`1.9999999999999999` would become 2), and integers only within +-(2^53-1).
  */
-export function inexactNumber(token: string): string | null {
+function inexactNumber(token: string): string | null {
   const value = Number(token);
   if (Number.isInteger(value) && !Number.isSafeInteger(value)) {
     return `The number ${token} is beyond 2^53-1 and cannot be held exactly`;
@@ -65,7 +65,7 @@ export function inexactNumber(token: string): string | null {
  * Walks valid JSON text once. JSON.parse has already accepted it, so tokens are
  * well formed. Returns why the text is refused, or null.
  */
-export function checkJsonText(text: string): string | null {
+function checkJsonText(text: string): string | null {
   let depth = 0;
   for (let i = 0; i < text.length; i++) {
     const c = text[i];

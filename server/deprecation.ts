@@ -23,7 +23,7 @@ function parseDate(value: string, where: string): Date {
 }
 
 /** Reads the deprecated operations once, at start-up; a half-described one stops start-up. */
-export function deprecatedOperations(operations: Record<string, OperationEntry>): DeprecatedOperation[] {
+function deprecatedOperations(operations: Record<string, OperationEntry>): DeprecatedOperation[] {
   const found: DeprecatedOperation[] = [];
   for (const { method, path, deprecated } of Object.values(operations)) {
     if (!deprecated) continue;

@@ -6,7 +6,7 @@ import express from 'express';
 // loudly in development rather than silently in production. Swagger UI's
 // stylesheet embeds its icons as data: URIs and its components set inline
 // style attributes, hence the two exceptions.
-export const DOCS_CONTENT_SECURITY_POLICY = [
+const DOCS_CONTENT_SECURITY_POLICY = [
   "default-src 'self'",
   "script-src 'self'",
   "style-src 'self' 'unsafe-inline'",

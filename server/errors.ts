@@ -115,7 +115,7 @@ function challenge(req: Request): string {
   return sentBearerKey ? 'Bearer realm="petstore", error="invalid_token"' : 'Bearer realm="petstore"';
 }
 
-export function sendError(res: Response, error: ApiError): void {
+function sendError(res: Response, error: ApiError): void {
   for (const [name, value] of Object.entries(error.headers)) res.setHeader(name, value);
   // Sent with send(), not json(): the response validator hooks json(), and an error
   // about an error must not loop back into this mapper.

@@ -10,7 +10,7 @@ import './request-context';
 
 export type Logger = pino.Logger;
 
-export const redactedPaths = [
+const redactedPaths = [
   'req.headers.authorization',
   'req.headers.cookie',
   'res.headers["set-cookie"]',

@@ -7,7 +7,7 @@ const version = 'v1';
 export const encodeCursor = (lastId: number) => Buffer.from(`${version}:${lastId}`).toString('base64url');
 
 /** The id after which the page starts (0 for the first page). */
-export function decodeCursor(cursor: string | undefined): number {
+function decodeCursor(cursor: string | undefined): number {
   if (cursor === undefined) return 0;
   const match = new RegExp(`^${version}:(\\d{1,16})$`).exec(Buffer.from(cursor, 'base64url').toString('utf8'));
   const id = match?.[1] ? Number(match[1]) : NaN;
@@ -15,7 +15,7 @@ export function decodeCursor(cursor: string | undefined): number {
   return id;
 }
 
-export interface PageRequest {
+interface PageRequest {
   /** Fetch rows with id greater than this. */
   after: number;
   /** Fetch one row more than the page holds, to learn whether a next page exists. */

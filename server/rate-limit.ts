@@ -24,7 +24,7 @@ export const memoryStores: RateLimitStoreFactory = () => new MemoryStore();
 /** Probes must keep answering while a client is being limited. */
 const isProbe = (req: Request) => req.path === '/healthz' || req.path === '/readyz';
 
-export const addressOf = (req: Request) => ipKeyGenerator(req.ip ?? 'unknown');
+const addressOf = (req: Request) => ipKeyGenerator(req.ip ?? 'unknown');
 
 function limiter(
   name: RateLimiterName,

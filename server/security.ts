@@ -6,9 +6,7 @@ import type { Store } from '../domain/store';
 import type { Principal } from '../domain/types';
 import { ApiError, forbidden, unauthorized } from './errors';
 
-export type { Principal };
-
-export const keyPrefix = 'ps_live_';
+const keyPrefix = 'ps_live_';
 const scryptParams = { N: 16384, r: 8, p: 1, keylen: 64 } as const;
 // lastUsedAt is written at most this often per key, so a busy key is not a write per request.
 const touchIntervalMs = 60_000;
@@ -30,7 +28,7 @@ export async function hashPassword(password: string): Promise<string> {
 // Verifying against this when the email is unknown keeps both answers equally slow.
 const decoyHash = `scrypt$16384$8$1$${randomBytes(16).toString('base64')}$${randomBytes(64).toString('base64')}`;
 
-export async function verifyPassword(password: string, stored: string): Promise<boolean> {
+async function verifyPassword(password: string, stored: string): Promise<boolean> {
   const [, , , , salt, hash] = stored.split('$');
   if (!salt || !hash) return false;
   const expected = Buffer.from(hash, 'base64');
@@ -38,7 +36,7 @@ export async function verifyPassword(password: string, stored: string): Promise<
   return actual.length === expected.length && timingSafeEqual(actual, expected);
 }
 
-export const hashKey = (key: string) => createHash('sha256').update(key, 'utf8').digest('hex');
+const hashKey = (key: string) => createHash('sha256').update(key, 'utf8').digest('hex');
 
 /** 256 random bits behind a recognisable prefix. */
 export function generateApiKey(): { key: string; keyHash: string; prefix: string; lastFour: string } {

@@ -52,8 +52,8 @@ export function specRouter(spec: OpenApiDocument): Router {
 }
 
 /** HTTP methods an OpenAPI 3.0 path item may declare, in the order the table lists them. */
-export const httpMethods = ['get', 'put', 'post', 'delete', 'options', 'head', 'patch', 'trace'] as const;
-export type HttpMethod = (typeof httpMethods)[number];
+const httpMethods = ['get', 'put', 'post', 'delete', 'options', 'head', 'patch', 'trace'] as const;
+type HttpMethod = (typeof httpMethods)[number];
 
 /** What the service and its tools need to know about one operation, read from the spec. */
 export interface OperationEntry {

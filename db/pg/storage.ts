@@ -16,7 +16,7 @@ import { accounts, apiKeys, categories, idempotencyKeys, inventory, messages, or
 
 export type PgDb = NodePgDatabase<typeof schema> & { $client: Pool };
 
-export const pgMigrationsFolder = join(__dirname, 'migrations');
+const pgMigrationsFolder = join(__dirname, 'migrations');
 
 const isUniqueViolation = (error: unknown): boolean => {
   const e = error as { code?: string; cause?: unknown } | null;

@@ -4,7 +4,8 @@
 // query over the same rows is timed alongside as the contrast keyset avoids.
 import type { AddressInfo } from 'node:net';
 import { createDatabase } from '../../db/client';
-import { createRepositories } from '../../db/repositories';
+import { createSqliteStorage } from '../../db/sqlite-storage';
+import { createStore } from '../../domain/store';
 import { createApp } from '../../server/app';
 import { loadConfig } from '../../server/config';
 import { encodeCursor } from '../../server/pagination';
@@ -25,7 +26,7 @@ export async function benchPagination(): Promise<void> {
   const sqlite = db.$client;
   sqlite.exec("insert into accounts (email, password_hash, role, created_at) values ('bench@example.com', 'x', 'admin', '2026-01-01T00:00:00Z')");
   const { key, ...stored } = generateApiKey();
-  await createRepositories(db).apiKeys.create({ accountId: 1, ...stored });
+  await createStore(createSqliteStorage(db)).apiKeys.create({ accountId: 1, ...stored });
   sqlite.exec("insert into categories (name, name_key) values ('Dogs', 'dogs'), ('Cats', 'cats')");
   const insertPet = sqlite.prepare('insert into pets (name, category_id, status) values (?, ?, ?)');
   const insertStock = sqlite.prepare('insert into inventory (pet_id, quantity) values (?, 0)');

@@ -17,7 +17,8 @@ import { cpus, loadavg, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import autocannon from 'autocannon';
 import { openDatabase } from '../../db/client';
-import { createRepositories } from '../../db/repositories';
+import { createSqliteStorage } from '../../db/sqlite-storage';
+import { createStore } from '../../domain/store';
 
 const root = join(__dirname, '..', '..');
 const env = process.env;
@@ -275,7 +276,7 @@ async function restock(databasePath: string): Promise<void> {
   const db = openDatabase(databasePath);
   try {
     // Store rules are async since domain/ (issue 10): close the file only once it has run.
-    await createRepositories(db).inventory.setQuantity(petId, maxStock);
+    await createStore(createSqliteStorage(db)).inventory.setQuantity(petId, maxStock);
   } finally {
     db.$client.close();
   }
