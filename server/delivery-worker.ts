@@ -19,12 +19,23 @@ export interface DeliveryWorker {
 const batchSize = 100;
 const purgeEveryMs = 10 * 60_000;
 
+/** Schedules `fn` once after `ms`; returns its cancel. Tests pass their own to fire ticks by hand. */
+export type SetTimer = (fn: () => void, ms: number) => () => void;
+
+const realTimer: SetTimer = (fn, ms) => {
+  const timer = setTimeout(fn, ms);
+  // The worker alone must never keep the process alive.
+  timer.unref();
+  return () => clearTimeout(timer);
+};
+
 export function startDeliveryWorker({
   storage,
   config,
   log,
   intervalMs = 100,
   now = Date.now,
+  setTimer = realTimer,
   autostart = true,
 }: {
   storage: Pick<Storage, 'deliverDue' | 'purgeIdempotency' | 'purgeRateLimits'>;
@@ -33,11 +44,13 @@ export function startDeliveryWorker({
   intervalMs?: number;
   /** The clock; tests pass their own. */
   now?: () => number;
+  /** The timer between passes; tests pass their own. */
+  setTimer?: SetTimer;
   /** False: no timer, only runOnce (tests). */
   autostart?: boolean;
 }): DeliveryWorker {
   let stopped = false;
-  let timer: NodeJS.Timeout | undefined;
+  let cancelTimer: (() => void) | undefined;
   let running: Promise<unknown> = Promise.resolve();
   let lastPurge = 0;
 
@@ -62,7 +75,7 @@ export function startDeliveryWorker({
   };
 
   const tick = async () => {
-    timer = undefined;
+    cancelTimer = undefined;
     if (stopped) return;
     try {
       const current = pass();
@@ -76,9 +89,7 @@ export function startDeliveryWorker({
   };
 
   const schedule = () => {
-    timer = setTimeout(() => void tick(), intervalMs);
-    // The worker alone must never keep the process alive.
-    timer.unref();
+    cancelTimer = setTimer(() => void tick(), intervalMs);
   };
 
   if (autostart) schedule();
@@ -86,8 +97,8 @@ export function startDeliveryWorker({
     runOnce: () => pass(),
     async stop() {
       stopped = true;
-      if (timer) clearTimeout(timer);
-      timer = undefined;
+      cancelTimer?.();
+      cancelTimer = undefined;
       await running;
     },
   };

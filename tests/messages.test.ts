@@ -4,7 +4,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import Database from 'better-sqlite3';
 import request from 'supertest';
-import { startDeliveryWorker, type DeliveryWorker } from '../server/delivery-worker';
+import { startDeliveryWorker, type DeliveryWorker, type SetTimer } from '../server/delivery-worker';
 import { createLogger } from '../server/log';
 import { customer, expectError, password, postWithoutContentType, setupApp, uniqueEmail, type Caller } from './helpers';
 import { eventually, startServer, type ServerProcess } from './server-process';
@@ -173,20 +173,38 @@ describe('the delivery worker', () => {
     expect((await statusOf(me, sent.body.id)).status).toBe('sent');
   });
 
-  it('runs passes on its own timer until stopped, and none after', async () => {
+  it('runs passes on its own timer until stopped, and leaves no timer behind', async () => {
     const me = await customer(t.app);
-    let passes = 0;
-    const counting = { ...t.storage, deliverDue: (...args: Parameters<typeof t.storage.deliverDue>) => (passes++, t.storage.deliverDue(...args)) };
-    const worker = startDeliveryWorker({ storage: counting, config: { messageDeliveryDelayMs: 0 }, log: silent, intervalMs: 5 });
+    // A hand-driven timer: a tick runs when the test fires it, and what is pending is visible.
+    const pending = new Map<() => void, number>();
+    let scheduled: () => void = () => undefined;
+    const setTimer: SetTimer = (fn, ms) => {
+      pending.set(fn, ms);
+      scheduled();
+      return () => pending.delete(fn);
+    };
+    const fire = async () => {
+      const [fn] = [...pending.keys()];
+      if (!fn) throw new Error('no timer is pending');
+      pending.delete(fn);
+      const next = new Promise<void>((resolve) => (scheduled = resolve));
+      fn();
+      await next; // the tick has run its pass and scheduled the next one
+    };
+    const worker = startDeliveryWorker({ storage: t.storage, config: { messageDeliveryDelayMs: 0 }, log: silent, intervalMs: 5, setTimer });
     workers.push(worker);
+    expect([...pending.values()]).toEqual([5]);
+
     const first = await request(t.app).post('/messages').set(me.auth).send({ message: 'on a timer' });
-    await eventually(async () => ((await statusOf(me, first.body.id)).status === 'sent' ? true : undefined), 5_000);
+    expect((await statusOf(me, first.body.id)).status).toBe('queued');
+    await fire();
+    expect((await statusOf(me, first.body.id)).status).toBe('sent');
+    expect([...pending.values()]).toEqual([5]);
+
     await worker.stop();
-    const after = passes;
+    // No timer is left to make another pass.
+    expect(pending.size).toBe(0);
     const sent = await request(t.app).post('/messages').set(me.auth).send({ message: 'after stop' });
-    // A timer left running would make a pass here; the worker's own next tick is due in 5 ms.
-    await new Promise((r) => setTimeout(r, 50));
-    expect(passes).toBe(after);
     expect((await statusOf(me, sent.body.id)).status).toBe('queued');
   });
 

@@ -67,9 +67,11 @@ describe('a transaction held open at an await', () => {
   it('runs two transactions one after the other, never interleaved', async () => {
     const steps: string[] = [];
     const g = gate();
+    const entered = gate();
     const first = t.storage.transaction(async (q) => {
       steps.push('first:begin');
       await q.lockStock(petId);
+      entered.open();
       await g.promise;
       steps.push('first:end');
     });
@@ -78,7 +80,11 @@ describe('a transaction held open at an await', () => {
       await q.lockStock(petId);
       steps.push('second:end');
     });
-    await new Promise((r) => setTimeout(r, 20));
+    await entered.promise;
+    // No timing margin: this storage does no I/O, so once the event loop has turned, every
+    // step the second transaction could take without waiting for the first has been taken.
+    await new Promise((r) => setImmediate(r));
+    expect(steps).toEqual(['first:begin']);
     g.open();
     await Promise.all([first, second]);
     expect(steps).toEqual(['first:begin', 'first:end', 'second:begin', 'second:end']);
