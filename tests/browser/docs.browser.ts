@@ -9,7 +9,7 @@ import { chromium, type Browser, type Page } from 'playwright-core';
 import { parse } from 'yaml';
 import { createDatabase } from '../../db/client';
 import { createApp } from '../../server/app';
-import type { OpenApiDocument } from '../../server/spec';
+import { operationsOf, type OpenApiDocument } from '../../server/spec';
 import { testConfig } from '../helpers';
 
 const ROOT = path.join(__dirname, '..', '..');
@@ -40,24 +40,20 @@ type BrowserGlobal = {
   };
 };
 
-const HTTP_METHODS = ['get', 'put', 'post', 'delete', 'patch', 'head', 'options', 'trace'];
-
 function loadSpec(): Spec {
   return parse(fs.readFileSync(path.join(ROOT, 'openapi.yaml'), 'utf8')) as Spec;
 }
 
-function operationsOf(spec: Spec): Operation[] {
+/** Every operation, from the one operation table, with its own extensions looked up. */
+function operationsIn(spec: Spec): Operation[] {
   const paths = spec.paths as Record<string, Record<string, Record<string, unknown>>>;
-  return Object.entries(paths).flatMap(([opPath, item]) =>
-    Object.entries(item)
-      .filter(([method]) => HTTP_METHODS.includes(method))
-      .map(([method, op]) => ({
-        ...(op as Omit<Operation, 'path' | 'method' | 'tag'>),
-        path: opPath,
-        method,
-        tag: (op.tags as string[])[0] ?? 'default',
-      })),
-  );
+  return Object.entries(operationsOf(spec as OpenApiDocument)).map(([operationId, { path: opPath, method, tag }]) => ({
+    ...(paths[opPath]?.[method] as Omit<Operation, 'path' | 'method' | 'tag'>),
+    operationId,
+    path: opPath,
+    method,
+    tag,
+  }));
 }
 
 // The real app serves /docs and /openapi.json. Serving another spec swaps in an app
@@ -118,7 +114,7 @@ async function expand(page: Page, op: Operation) {
 
 async function main(): Promise<void> {
   const spec = loadSpec();
-  const operations = operationsOf(spec);
+  const operations = operationsIn(spec);
   const find = (method: string, opPath: string): Operation => {
     const op = operations.find((o) => o.method === method && o.path === opPath);
     if (!op) throw new Error(`${method.toUpperCase()} ${opPath} is not in openapi.yaml`);
