@@ -40,6 +40,11 @@ export default tseslint.config(
     },
   },
   {
+    // The body reader looks for U+0000 on purpose (PostgreSQL text cannot hold it; openapi.yaml, "Text").
+    files: ['server/body.ts'],
+    rules: { 'no-control-regex': 'off' },
+  },
+  {
     files: ['**/*.js', '**/*.mjs'],
     extends: [tseslint.configs.disableTypeChecked],
   },
