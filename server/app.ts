@@ -114,6 +114,12 @@ export function createApp({ storage: given, db, config, spec = loadSpec(), log, 
     ignoreUndocumented: false,
     fileUploader: false,
   });
+  // The validator matches `/pets/` to `/pets` (and would check its key first); routing is
+  // strict, so a trailing slash is an undeclared path whatever the credentials.
+  app.use((req, _res, next) => {
+    if (req.path.length > 1 && req.path.endsWith('/')) return next(new ApiError('not_found', `Nothing is at ${req.method} ${req.path}`, 404));
+    next();
+  });
   // The validator's handler type predates Express 5's typings; at run time they match.
   app.use(validator as unknown as RequestHandler[]);
   app.use(limits.perAccount);
