@@ -1,6 +1,7 @@
 // The run's first phase, per operation in dependency order: valid traffic (creates that
-// later operations chain on, item reads and updates, lists as shrinking fast-check
-// properties), then that operation's invalid traffic (phase-invalid.ts).
+// later operations chain on, item reads and updates, lists), the drawn requests as
+// shrinking fast-check properties (property.ts), then that operation's invalid traffic
+// (phase-invalid.ts).
 import type { Exchange } from './checks';
 import { arbitrary, flatten, typeOf } from './generate';
 import type { SentRequest } from './http';
