@@ -45,7 +45,7 @@ export default tseslint.config(
     rules: { 'no-control-regex': 'off' },
   },
   {
-    files: ['**/*.js', '**/*.mjs'],
+    files: ['**/*.js', '**/*.mjs', '**/*.cjs'],
     extends: [tseslint.configs.disableTypeChecked],
   },
   {
@@ -56,5 +56,11 @@ export default tseslint.config(
   {
     files: ['jest.config.js'],
     languageOptions: { sourceType: 'commonjs', globals: { module: 'writable' } },
+  },
+  {
+    // `npm start`'s CommonJS loader hook: plain Node, so it runs before any TypeScript.
+    files: ['server/register-ts.cjs'],
+    languageOptions: { sourceType: 'commonjs', globals: { require: 'readonly', process: 'readonly', __dirname: 'readonly' } },
+    rules: { '@typescript-eslint/no-require-imports': 'off' },
   },
 );

@@ -51,10 +51,14 @@ export function flatten(schema: unknown, deref: Deref): Schema {
 export const typeOf = (s: Schema): string | undefined =>
   typeof s.type === 'string' ? s.type : s.properties ? 'object' : s.items ? 'array' : undefined;
 
-/** Mostly printable ASCII, sometimes any Unicode code point: names are not only `abc`. */
+/**
+ * Mostly printable ASCII, sometimes any Unicode code point: names are not only `abc`.
+ * Except U+0000, which openapi.yaml refuses in every body string (not every database can
+ * store it): a valid request never holds it.
+ */
 const anyChar = fc.oneof(
   { weight: 4, arbitrary: fc.string({ unit: 'grapheme-ascii', minLength: 1, maxLength: 1 }) },
-  { weight: 1, arbitrary: fc.string({ unit: 'binary', minLength: 1, maxLength: 1 }) },
+  { weight: 1, arbitrary: fc.string({ unit: 'binary', minLength: 1, maxLength: 1 }).filter((c) => c !== '\u0000') },
 );
 const asciiChar = fc.string({ unit: 'grapheme-ascii', minLength: 1, maxLength: 1 });
 

@@ -5,22 +5,39 @@ import type { Expectation } from './checks';
 import { brokenBodies, brokenValues, flatten, typeOf } from './generate';
 import type { SentRequest } from './http';
 import { toJsonSchema } from './schema';
+import { requestProperty } from './property';
 import type { Operation, Param, Schema } from './spec';
 import { b64, type Inputs, type Run } from './runner';
 
+/** One kind of broken request, made from a valid one. */
+interface Probe {
+  label: string;
+  expect: Expectation;
+  /** The broken request built on valid inputs; undefined when these inputs leave nothing to break. */
+  request: (inputs: Inputs) => SentRequest | undefined;
+}
+
+/**
+ * Each kind of invalid request is a fast-check property over the valid request it breaks
+ * ("whatever the rest of the request, this fault is refused"), one sample per kind and
+ * per run, so a failure is shrunk to the smallest request that still shows it.
+ */
 export async function invalidTraffic(run: Run, op: Operation): Promise<void> {
   const param = run.itemParam(op);
   const target = param ? (op.method === 'get' ? (await run.available(param))[0] : run.live(param, true)[0]) : undefined;
   const auth = run.authFor(op, target?.owner);
-  const inputs = run.generate(op, { target });
-  if (param && !target) {
-    const schema = op.params.find((p) => p.name === param)!.schema;
-    inputs.pathParams[param] = run.dangling(schema);
+  const ghost = param && !target ? run.dangling(op.params.find((p) => p.name === param)!.schema) : undefined;
+  const valid = run.inputs(op, { target, choice: 0 }).map((inputs) => (ghost === undefined ? inputs : { ...inputs, pathParams: { ...inputs.pathParams, [param!]: ghost } }));
+  const probes = [...authProbes(run, op), ...(auth ? [...parameterProbes(run, op, auth), ...bodyProbes(run, op, auth)] : [])];
+  for (const probe of probes) {
+    await requestProperty(run, op, valid, { label: probe.label, expect: probe.expect, numRuns: 1, request: probe.request });
   }
-  await authProbes(run, op, inputs);
-  if (!auth) return;
-  const send = (label: string, expect: Expectation, request: SentRequest) => run.send(op, label, expect, request);
+}
 
+function parameterProbes(run: Run, op: Operation, auth: Record<string, string>): Probe[] {
+  const probes: Probe[] = [];
+  const invalid: Expectation = { kind: 'invalid' };
+  const without = (inputs: Inputs, p: Param): Inputs => ({ ...inputs, pathParams: { ...inputs.pathParams }, query: inputs.query.filter(([q]) => q !== p), headers: inputs.headers.filter(([h]) => h !== p) });
   for (const p of op.params) {
     for (const broken of brokenValues(flatten(p.schema, run.contract.deref), run.contract.deref)) {
       const text = broken.raw ?? (Array.isArray(broken.value) ? broken.value.map(String).join(',') : String(broken.value));
@@ -29,38 +46,57 @@ export async function invalidTraffic(run: Run, op: Operation): Promise<void> {
       if (p.in === 'path' && text === '') continue;
       // Parameters travel as text: "12" is a fine integer there, so only text that breaks the schema counts.
       if (acceptsText(run, p, text)) continue;
-      const changed: Inputs = { ...inputs, pathParams: { ...inputs.pathParams }, query: inputs.query.filter(([q]) => q !== p), headers: inputs.headers.filter(([h]) => h !== p) };
       const raw = p.in === 'query' && Array.isArray(broken.value) && p.explode ? broken.value : text;
-      if (p.in === 'path') changed.pathParams[p.name] = text;
-      else (p.in === 'query' ? changed.query : changed.headers).push([p, raw]);
-      await send(`${p.in} parameter "${p.name}" ${broken.label}`, { kind: 'invalid' }, run.build(op, changed, auth));
+      probes.push({
+        label: `${p.in} parameter "${p.name}" ${broken.label}`,
+        expect: invalid,
+        request: (inputs) => {
+          const changed = without(inputs, p);
+          if (p.in === 'path') changed.pathParams[p.name] = text;
+          else (p.in === 'query' ? changed.query : changed.headers).push([p, raw]);
+          return run.build(op, changed, auth);
+        },
+      });
     }
     if (p.required && p.in !== 'path') {
-      const without: Inputs = { ...inputs, query: inputs.query.filter(([q]) => q !== p), headers: inputs.headers.filter(([h]) => h !== p) };
-      await send(`without required ${p.in} parameter "${p.name}"`, { kind: 'invalid' }, run.build(op, without, auth));
+      probes.push({ label: `without required ${p.in} parameter "${p.name}"`, expect: invalid, request: (inputs) => run.build(op, without(inputs, p), auth) });
     }
   }
-  await send('an unknown query parameter', { kind: 'invalid' }, run.build(op, inputs, auth, { extraQuery: 'unexpectedParameter=1' }));
+  probes.push({ label: 'an unknown query parameter', expect: invalid, request: (inputs) => run.build(op, inputs, auth, { extraQuery: 'unexpectedParameter=1' }) });
+  return probes;
+}
 
-  if (!op.body) return;
+function bodyProbes(run: Run, op: Operation, auth: Record<string, string>): Probe[] {
+  if (!op.body) return [];
+  const { schema, required } = op.body;
   const limit = run.o.bodyLimitBytes;
-  for (const broken of brokenBodies(op.body.schema, inputs.body, run.contract.deref, limit)) {
-    const tooLarge = broken.text.length > limit;
-    const expect: Expectation = tooLarge && op.responses.has('413') ? { kind: 'status', status: 413 } : { kind: 'invalid' };
-    await send(`a body ${broken.label}`, expect, run.build(op, inputs, auth, { rawBody: broken.text }));
+  const deref = run.contract.deref;
+  const probes: Probe[] = [];
+  // The kinds of broken body depend on the schema only; each is made afresh from the drawn valid body.
+  const sampleBody = run.generate(op).body;
+  for (const { label, text } of brokenBodies(schema, sampleBody, deref, limit)) {
+    const tooLarge = text.length > limit;
+    probes.push({
+      label: `a body ${label}`,
+      expect: tooLarge && op.responses.has('413') ? { kind: 'status', status: 413 } : { kind: 'invalid' },
+      request: (inputs) => {
+        const broken = brokenBodies(schema, inputs.body, deref, limit).find((b) => b.label === label);
+        return broken && run.build(op, inputs, auth, { rawBody: broken.text });
+      },
+    });
   }
-  const text = JSON.stringify(inputs.body ?? {});
   for (const type of ['text/plain', 'application/x-www-form-urlencoded', 'application/xml']) {
-    await send(`a JSON body sent as ${type}`, { kind: 'invalid' }, run.build(op, inputs, auth, { rawBody: text, contentType: type }));
+    probes.push({ label: `a JSON body sent as ${type}`, expect: { kind: 'invalid' }, request: (inputs) => run.build(op, inputs, auth, { rawBody: JSON.stringify(inputs.body ?? {}), contentType: type }) });
   }
-  await send('a JSON body without Content-Type', { kind: 'invalid' }, run.build(op, inputs, auth, { rawBody: text, contentType: null }));
-  if (op.body.required) {
-    await send('no body where one is required', { kind: 'invalid' }, run.build(op, { ...inputs, body: undefined }, auth));
+  probes.push({ label: 'a JSON body without Content-Type', expect: { kind: 'invalid' }, request: (inputs) => run.build(op, inputs, auth, { rawBody: JSON.stringify(inputs.body ?? {}), contentType: null }) });
+  if (required) {
+    probes.push({ label: 'no body where one is required', expect: { kind: 'invalid' }, request: (inputs) => run.build(op, { ...inputs, body: undefined }, auth) });
   }
+  return probes;
 }
 
 /** Whether a parameter's schema accepts this text, read the way a server coerces it. */
-function acceptsText(run: Run, p: Param, text: string): boolean {
+export function acceptsText(run: Run, p: Param, text: string): boolean {
   const schema = inline(run, p.schema);
   const value = typeOf(schema) === 'array' && !p.explode ? text.split(',') : text;
   let fn = run.textValidators.get(p);
@@ -83,9 +119,10 @@ export function inline(run: Run, schema: unknown, depth = 0): Schema {
 }
 
 /** Every malformed Authorization form is 401; a customer on an admin operation is 403. */
-async function authProbes(run: Run, op: Operation, inputs: Inputs): Promise<void> {
+export function authProbes(run: Run, op: Operation): Probe[] {
+  const probes: Probe[] = [];
   const probe = (label: string, headers: Record<string, string>, status: number) =>
-    run.send(op, label, { kind: 'status', status }, run.build(op, inputs, headers));
+    probes.push({ label, expect: { kind: 'status', status }, request: (inputs) => run.build(op, inputs, headers) });
   if (op.security === 'bearer') {
     const key = (run.customer.header ?? run.admin?.header ?? 'Bearer placeholder-key').replace(/^Bearer /, '');
     // Same prefix and length as a real key. One draw whatever the key looks like, so the
@@ -106,9 +143,9 @@ async function authProbes(run: Run, op: Operation, inputs: Inputs): Promise<void
       ['a tab between scheme and key', `Bearer\t${key}`],
       ['a well-formed key that does not exist', `Bearer ${unknown}`],
     ];
-    for (const [label, value] of forms) await probe(label, value === undefined ? {} : { Authorization: value }, 401);
+    for (const [label, value] of forms) probe(label, value === undefined ? {} : { Authorization: value }, 401);
     if (op.role && run.customer.header && run.customer !== run.admin) {
-      await probe(`a customer key on an operation for ${op.role}s`, { Authorization: run.customer.header }, 403);
+      probe(`a customer key on an operation for ${op.role}s`, { Authorization: run.customer.header }, 403);
     }
   } else if (op.security === 'basic') {
     const email = run.basic?.email ?? 'someone@example.com';
@@ -121,6 +158,7 @@ async function authProbes(run: Run, op: Operation, inputs: Inputs): Promise<void
       ['"Basic" without credentials', 'Basic'],
       ['a Bearer key where Basic is needed', run.customer.header ?? 'Bearer ps_live_unknown'],
     ];
-    for (const [label, value] of forms) await probe(label, value === undefined ? {} : { Authorization: value }, 401);
+    for (const [label, value] of forms) probe(label, value === undefined ? {} : { Authorization: value }, 401);
   }
+  return probes;
 }

@@ -1,13 +1,14 @@
 // The run's first phase, per operation in dependency order: valid traffic (creates that
-// later operations chain on, item reads and updates, lists as shrinking fast-check
-// properties), then that operation's invalid traffic (phase-invalid.ts).
-import fc from 'fast-check';
+// later operations chain on, item reads and updates, lists), the drawn requests as
+// shrinking fast-check properties (property.ts), then that operation's invalid traffic
+// (phase-invalid.ts).
 import type { Exchange } from './checks';
 import { arbitrary, flatten, typeOf } from './generate';
 import type { SentRequest } from './http';
 import type { Operation, Param } from './spec';
 import { invalidTraffic } from './phase-invalid';
-import { isSuccess, type Inputs, type Resource, type Run } from './runner';
+import { requestProperty } from './property';
+import { isSuccess, type Resource, type Run } from './runner';
 
 export async function exercise(run: Run, op: Operation): Promise<void> {
   const auth = run.authFor(op);
@@ -23,38 +24,40 @@ export async function exercise(run: Run, op: Operation): Promise<void> {
   await invalidTraffic(run, op);
 }
 
-async function exerciseCreate(run: Run, op: Operation): Promise<void> {
+export async function exerciseCreate(run: Run, op: Operation): Promise<void> {
   const usesIds = run.consumes(op).length > 0;
   const auth = run.authFor(op)!;
   let made = 0;
   let first: SentRequest | undefined;
-  const attempt = async (inputs: Inputs, label: string) => {
-    const request = run.build(op, inputs, auth);
-    first ??= request;
-    const ex = await run.send(op, label, { kind: 'valid' }, request);
-    if (isSuccess(ex.response.status)) {
-      made++;
-      record(run, op, ex, inputs.body, auth);
-    }
-    return ex.response.status;
+  const noteMade = (ex: Exchange, body: unknown) => {
+    if (!isSuccess(ex.response.status)) return;
+    made++;
+    record(run, op, ex, body, auth);
   };
   // At least two of each, whatever --runs says: one to change, one left as it was made.
-  for (let i = 0; i < Math.max(run.o.runs, 2); i++) {
-    // A business rule may refuse one parent (no stock, not available): try the next one.
-    for (let next = 0; next < (usesIds ? 3 : 1); next++) {
-      const status = await attempt(run.generate(op, { choice: i + next }), 'valid');
-      if (status < 400 || status >= 500) break;
-    }
-  }
+  // Ids come from any live parent; a business rule may refuse one (no stock, not
+  // available), a documented 409/422 that passes the checks.
+  await requestProperty(run, op, run.inputs(op), {
+    label: 'valid',
+    expect: { kind: 'valid' },
+    numRuns: Math.max(run.o.runs, 2),
+    request: (inputs) => run.build(op, inputs, auth),
+    onAnswer: (ex, inputs) => noteMade(ex, inputs.body),
+    onPass: (_ex, request) => {
+      first ??= request;
+    },
+  });
   // Later steps need two of each (one to complete, one left open). When business rules
   // refused the generated requests, set the parents up afresh with their own update
   // operations and ask for the least: required fields only, numbers at their minimum.
+  // These are set-up requests picked for the chaining, not drawn, so they are not shrunk.
   const wanted = 2;
   for (let round = 0; usesIds && made < wanted && round < 6; round++) {
     await refreshParents(run, op);
     const parents = Math.max(...run.consumes(op).map((n) => run.live(n, true).length), 1);
     for (let choice = 0; choice < parents && made < wanted; choice++) {
-      await attempt(run.generate(op, { choice: choice + round, least: true }), 'valid, the least the schema allows');
+      const inputs = run.generate(op, { choice: choice + round, least: true });
+      noteMade(await run.send(op, 'valid, the least the schema allows', { kind: 'valid' }, run.build(op, inputs, auth)), inputs.body);
     }
   }
   if (first) {
@@ -69,7 +72,7 @@ async function exerciseCreate(run: Run, op: Operation): Promise<void> {
 }
 
 /** Sends fresh valid updates (PUT, PATCH) to the resources an operation's ids name. */
-async function refreshParents(run: Run, op: Operation): Promise<void> {
+export async function refreshParents(run: Run, op: Operation): Promise<void> {
   for (const param of run.consumes(op)) {
     const updates = run.contract.operations.filter((u) => (u.method === 'put' || u.method === 'patch') && run.itemParam(u) === param);
     for (const update of updates) {
@@ -86,7 +89,7 @@ async function refreshParents(run: Run, op: Operation): Promise<void> {
  * With every header parameter set (an Idempotency-Key), the same request twice and then
  * the same headers with another body: the answers must stay within the contract.
  */
-async function headerReplay(run: Run, op: Operation): Promise<void> {
+export async function headerReplay(run: Run, op: Operation): Promise<void> {
   const headerParams = op.params.filter((p) => p.in === 'header');
   const auth = run.authFor(op);
   if (headerParams.length === 0 || !auth) return;
@@ -111,7 +114,7 @@ export function record(run: Run, op: Operation, ex: Exchange, body: unknown, aut
   run.resources.push({ seq: run.seq++, param: producer.param, id, producer, body, owner, discovered: false, deleted: false });
 }
 
-async function exerciseItem(run: Run, op: Operation): Promise<void> {
+export async function exerciseItem(run: Run, op: Operation): Promise<void> {
   const param = run.itemParam(op)!;
   const mutating = op.method !== 'get';
   const own = run.live(param, true);
@@ -119,9 +122,16 @@ async function exerciseItem(run: Run, op: Operation): Promise<void> {
   if (targets.length === 0) run.skipped.set(op.id, `no ${param} to act on: nothing made one in this run`);
   // Updates leave the last resource as it was made, so later steps meet both kinds.
   const acted = mutating && targets.length > 1 ? targets.slice(0, -1) : targets;
+  // One property per target (each is read or changed once, as the chaining expects): the
+  // target is fixed, the rest of the request (an update's body, query parameters) shrinks.
   for (const [i, target] of acted.entries()) {
-    const inputs = run.generate(op, { target, choice: i });
-    await run.send(op, 'valid', { kind: 'valid' }, run.build(op, inputs, run.authFor(op, target.owner)!));
+    const auth = run.authFor(op, target.owner)!;
+    await requestProperty(run, op, run.inputs(op, { target, choice: i }), {
+      label: 'valid',
+      expect: { kind: 'valid' },
+      numRuns: 1,
+      request: (inputs) => run.build(op, inputs, auth),
+    });
   }
   // Replacing one resource with the body another was made with (a duplicate name).
   const producer = run.contract.producers.get(param)!;
@@ -139,31 +149,6 @@ async function exerciseItem(run: Run, op: Operation): Promise<void> {
     inputs.pathParams[param] = targets[0].id;
     await run.send(op, 'a body naming ids that do not exist', { kind: 'invalid' }, run.build(op, inputs, run.authFor(op, targets[0].owner)!));
   }
-}
-
-/**
- * Valid requests as a fast-check property (`runs` of them): every answer must pass
- * every check. When one fails, fast-check shrinks its inputs (smaller values, optional
- * parameters left out) while the failure holds, and the smallest failing request is the
- * one reported; the run's seed repeats it. The shrinking attempts are not recorded.
- */
-async function validProperty(run: Run, op: Operation, label: string, inputs: fc.Arbitrary<Inputs>, auth: Record<string, string>, onPass?: (ex: Exchange, request: SentRequest) => Promise<void>): Promise<void> {
-  let smallest: Exchange | undefined;
-  const property = fc.asyncProperty(inputs, async (sample) => {
-    const request = run.build(op, sample, auth);
-    const ex = await run.exchange(op, label, { kind: 'valid' }, request, {}, run.o.client);
-    if (ex.failures.length > 0) {
-      smallest = ex;
-      return false;
-    }
-    if (!smallest) {
-      run.keep(ex);
-      await onPass?.(ex, request);
-    }
-    return true;
-  });
-  const details = await fc.check(property, { seed: run.source.int(2 ** 31), numRuns: run.o.runs });
-  if (smallest) run.keep({ ...smallest, label: `${label}, shrunk by fast-check to the smallest failing request (${details.numShrinks} steps)` });
 }
 
 export async function exerciseOther(run: Run, op: Operation, auth: Record<string, string>): Promise<void> {
@@ -190,7 +175,13 @@ export async function exerciseOther(run: Run, op: Operation, auth: Record<string
     const request = run.build(op, inputs, auth);
     await followNext(await run.send(op, `valid, ${least.map((p) => p.name).join(', ')} at the minimum`, { kind: 'valid' }, request), request);
   }
-  await validProperty(run, op, 'valid', run.inputs(op), auth, followNext);
+  await requestProperty(run, op, run.inputs(op), {
+    label: 'valid',
+    expect: { kind: 'valid' },
+    numRuns: run.o.runs,
+    request: (inputs) => run.build(op, inputs, auth),
+    onPass: followNext,
+  });
 
   if (op.method === 'get' && op.security === 'bearer' && auth.Authorization) {
     // The scheme name is case-insensitive (RFC 9110): `bearer` must work as `Bearer` does.

@@ -5,8 +5,11 @@
 import type { Storage } from '../domain/storage';
 import { createStore } from '../domain/store';
 import { hasAppliedMigrations, migrateDatabase, openDatabase } from './client';
-import { createPgStorage, migratePg, openPgDatabase } from './pg/storage';
 import { seedDemoData } from './seed';
+// PostgreSQL's driver and dialect are loaded only when DATABASE_URL asks for them:
+// loading them took about a tenth of a second of every SQLite start.
+// eslint-disable-next-line @typescript-eslint/no-require-imports -- loaded on demand, as said above
+const pg = (): typeof import('./pg/storage') => require('./pg/storage') as typeof import('./pg/storage');
 import { createSqliteStorage } from './sqlite-storage';
 
 export interface DatabaseConfig {
@@ -16,7 +19,10 @@ export interface DatabaseConfig {
 
 /** Opens the database without touching its schema (a cluster worker, once the primary migrated). */
 export function openStorage(config: DatabaseConfig): Storage {
-  if (config.databaseUrl) return createPgStorage(openPgDatabase(config.databaseUrl));
+  if (config.databaseUrl) {
+    const { createPgStorage, openPgDatabase } = pg();
+    return createPgStorage(openPgDatabase(config.databaseUrl));
+  }
   return createSqliteStorage(openDatabase(config.databasePath));
 }
 
@@ -27,6 +33,7 @@ export async function prepareStorage(
   let storage: Storage;
   let brandNew: boolean;
   if (config.databaseUrl) {
+    const { createPgStorage, migratePg, openPgDatabase } = pg();
     const db = openPgDatabase(config.databaseUrl);
     ({ brandNew } = await migratePg(db));
     storage = createPgStorage(db);

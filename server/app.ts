@@ -67,8 +67,9 @@ export function createApp({ storage: given, db, config, spec = loadSpec(), log, 
   app.set('case sensitive routing', true);
   app.set('strict routing', true);
 
-  app.use(requestId);
+  // One pass for what every request needs first (each Express layer costs a dispatch).
   app.use((req, res, next) => {
+    requestId(req, res);
     // The API's GETs are not conditional (openapi.yaml documents no ETag and no 304), so
     // Express must not answer 304 to a bare `If-None-Match: *`; only /docs serves files
     // with validators.
@@ -76,6 +77,10 @@ export function createApp({ storage: given, db, config, spec = loadSpec(), log, 
       delete req.headers['if-none-match'];
       delete req.headers['if-modified-since'];
     }
+    // HEAD is GET without a body (RFC 9110); Node drops the body because the response was
+    // created for a HEAD request, so the GET operation can serve it. The probes and the
+    // deprecation headers below treat both alike.
+    if (req.method === 'HEAD') req.method = 'GET';
     // A stopping service says so to the load balancer and lets each connection go.
     if (lifecycle?.draining) {
       res.setHeader('Connection', 'close');
@@ -86,18 +91,19 @@ export function createApp({ storage: given, db, config, spec = loadSpec(), log, 
   app.use(servicePages(spec, { ...defaultHandlers, ...handlers }, ctx));
   // First, so that every answer of a deprecated operation says so, a 401 or 429 included.
   app.use(deprecationHeaders(operations));
-  // HEAD is GET without a body (RFC 9110); Node drops the body because the response was
-  // created for a HEAD request, so the GET operation can serve it.
-  app.use((req, _res, next) => {
-    if (req.method === 'HEAD') req.method = 'GET';
-    next();
-  });
   app.use(limits.perAddress);
   app.use(accessLog(logger));
   app.use(limits.logins);
-  app.use(specRouter(spec));
-  // Before the validator, which answers 404 for any path the spec does not declare.
-  app.use(createDocsRouter(spec));
+  // The contract and /docs, before the validator, which answers 404 for any path the
+  // spec does not declare. Their routers are entered only for their own paths.
+  const contract = specRouter(spec);
+  const docs = createDocsRouter(spec);
+  app.use((req, res, next) => {
+    const path = req.path;
+    if (path === '/openapi.json' || path === '/openapi.yaml') return contract(req, res, next);
+    if (path === '/docs' || path.startsWith('/docs/')) return docs(req, res, next);
+    next();
+  });
   app.use(canonicalIntegers(operations));
   app.use(bodyReader(config.bodyLimitBytes));
   cacheValidatorRouteMatchers();
@@ -113,6 +119,12 @@ export function createApp({ storage: given, db, config, spec = loadSpec(), log, 
     validateSecurity: { handlers: createSecurityHandlers(repos) },
     ignoreUndocumented: false,
     fileUploader: false,
+  });
+  // The validator matches `/pets/` to `/pets` (and would check its key first); routing is
+  // strict, so a trailing slash is an undeclared path whatever the credentials.
+  app.use((req, _res, next) => {
+    if (req.path.length > 1 && req.path.endsWith('/')) return next(new ApiError('not_found', `Nothing is at ${req.method} ${req.path}`, 404));
+    next();
   });
   // The validator's handler type predates Express 5's typings; at run time they match.
   app.use(validator as unknown as RequestHandler[]);

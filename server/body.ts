@@ -8,16 +8,28 @@ import { ApiError } from './errors';
 const maxDepth = 32;
 const jsonMediaType = /^application\/json\s*(?:;|$)/i;
 const charsetParam = /;\s*charset\s*=\s*("?)([^";\s]*)\1/i;
-// With the u flag a surrogate pair is one code point, so only a lone half matches.
-const loneSurrogate = /\p{Cs}/u;
 const utf8 = new TextDecoder('utf-8', { fatal: true });
 
-/** True when every string and key in the parsed JSON is well-formed UTF-16. */
-function wellFormed(value: unknown): boolean {
-  if (typeof value === 'string') return !loneSurrogate.test(value);
-  if (typeof value !== 'object' || value === null) return true;
-  if (Array.isArray(value)) return value.every(wellFormed);
-  return Object.entries(value).every(([key, v]) => !loneSurrogate.test(key) && wellFormed(v));
+/**
+ * What no string of a body may hold, wherever it stands (values and keys): a lone
+ * surrogate, which is no character, and U+0000, which PostgreSQL's text cannot store
+ * (refused on every engine, so a client meets one behaviour: openapi.yaml, "Text"). With
+ * the u flag a surrogate pair is one code point, so only a lone half matches.
+ */
+const unstorable = /[\p{Cs}\u0000]/u;
+
+function textProblem(value: unknown): 'surrogate' | 'nul' | undefined {
+  const ofString = (text: string) => {
+    const found = unstorable.exec(text)?.[0];
+    return found === undefined ? undefined : found === '\u0000' ? 'nul' : 'surrogate';
+  };
+  if (typeof value === 'string') return ofString(value);
+  if (typeof value !== 'object' || value === null) return undefined;
+  for (const [key, v] of Array.isArray(value) ? value.entries() : Object.entries(value)) {
+    const problem = (typeof key === 'string' ? ofString(key) : undefined) ?? textProblem(v);
+    if (problem) return problem;
+  }
+  return undefined;
 }
 
 const numberToken = /^(-?)([0-9]+)(?:\.([0-9]+))?(?:[eE]([+-]?[0-9]+))?$/;
@@ -151,9 +163,11 @@ export function bodyReader(limitBytes: number): RequestHandler[] {
     const problem = checkJsonText(text);
     if (problem) return next(new ApiError('validation_failed', problem, 400));
     // JSON.parse turns a `\ud800` escape into a lone surrogate, which is no character.
-    if (!wellFormed(body)) {
+    const unfit = textProblem(body);
+    if (unfit === 'surrogate') {
       return next(new ApiError('invalid_json', 'The request body holds a lone surrogate (\\uD800-\\uDFFF) escape, which is no character', 400));
     }
+    if (unfit === 'nul') return next(new ApiError('validation_failed', 'Strings must not contain the character U+0000', 400));
     req.body = body;
     next();
   };

@@ -41,9 +41,18 @@ function integerParamsOf(operations: Record<string, OperationEntry>): IntegerPar
 export function canonicalIntegers(operations: Record<string, OperationEntry>): RequestHandler {
   const table = integerParamsOf(operations);
   return (req, _res, next) => {
-    const route = table.find((r) => r.pattern.test(req.path));
-    if (!route) return next();
-    const values = route.pattern.exec(req.path)?.slice(1) ?? [];
+    const path = req.path;
+    let route: IntegerParams | undefined;
+    let match: RegExpExecArray | null = null;
+    for (const r of table) {
+      match = r.pattern.exec(path);
+      if (match) {
+        route = r;
+        break;
+      }
+    }
+    if (!route || !match) return next();
+    const values = match.slice(1);
     for (const [i, param] of route.path.entries()) {
       if (!param.integer) continue;
       let value: string;

@@ -10,6 +10,8 @@ export function createRateLimitStore(storage: Storage, name: string): Store {
   return {
     // The counters are shared, not this process's own.
     localKeys: false,
+    // Tells express-rate-limit's double-count check that each limiter counts on its own.
+    prefix: `${name}:`,
     init(options: Options) {
       windowMs = options.windowMs;
     },

@@ -52,11 +52,27 @@ function limiter(
   });
 }
 
+/**
+ * Runs `handlers` only for requests `applies` to, as their own `skip` would, without an
+ * async pass through each for every other request (the login limiters skip all but
+ * HTTP Basic, which the hot GETs never send).
+ */
+function onlyFor(applies: (req: Request) => boolean, handlers: RequestHandler[]): RequestHandler {
+  return handlers.reduceRight<RequestHandler>(
+    (rest, handler) => (req, res, next) => {
+      if (!applies(req)) return next();
+      // Express 5 would catch a rejected promise of a handler it runs itself; so does this.
+      Promise.resolve(handler(req, res, (err?: unknown) => (err === undefined ? rest(req, res, next) : next(err)))).catch(next);
+    },
+    (_req, _res, next) => next(),
+  );
+}
+
 export interface RateLimiters {
   /** Every request, before authentication. */
   perAddress: RequestHandler;
   /** HTTP Basic attempts; only failures count. */
-  logins: RequestHandler[];
+  logins: RequestHandler;
   /** Authenticated requests; after the validator's security step. */
   perAccount: RequestHandler;
 }
@@ -81,7 +97,7 @@ export function createRateLimiters(
       skip: isProbe,
       keyGenerator: (req) => `ip:${addressOf(req)}`,
     }),
-    logins: [
+    logins: onlyFor(isBasic, [
       limiter('login-account', stores, log, {
         ...login,
         limit: config.loginFailuresPerAccount,
@@ -97,7 +113,7 @@ export function createRateLimiters(
         standardHeaders: false,
         keyGenerator: (req) => `ip:${addressOf(req)}`,
       }),
-    ],
+    ]),
     perAccount: limiter('account', stores, log, {
       windowMs: 60_000,
       limit: config.rateLimitPerMinute,

@@ -1,12 +1,11 @@
 import { randomUUID } from 'node:crypto';
-import type { RequestHandler } from 'express';
+import type { Request, Response } from 'express';
 
 const sane = /^[A-Za-z0-9._:-]{1,128}$/;
 
 /** Echoes the client's X-Request-Id when it is sane, otherwise makes one. */
-export const requestId: RequestHandler = (req, res, next) => {
+export const requestId = (req: Request, res: Response): void => {
   const given = req.headers['x-request-id'];
   const id = typeof given === 'string' && sane.test(given) ? given : randomUUID();
   res.setHeader('X-Request-Id', id);
-  next();
 };

@@ -31,15 +31,20 @@ export function servicePages(spec: OpenApiDocument, table: HandlerTable, ctx: Ap
     conforms.set(operation, ajv.compile(JSON.parse(JSON.stringify(schema).replace(/"#\/components\//g, '"spec#/components/'))));
   }
 
-  return async (req, res, next) => {
-    const operation = servicePaths[req.url];
-    const conformsTo = operation && conforms.get(operation);
-    if (!operation || !conformsTo || (req.method !== 'GET' && req.method !== 'HEAD')) return next();
-    const input = { params: {}, query: {}, headers: {}, body: undefined, url: req.url } as never;
+  // Only the probes themselves take the async path: every other request passes by
+  // without a promise.
+  const answer = async (operation: 'getHealth' | 'getReadiness', conformsTo: ValidateFunction, url: string, res: Parameters<RequestHandler>[1]) => {
+    const input = { params: {}, query: {}, headers: {}, body: undefined, url } as never;
     const result = (await table[operation](input, ctx)) as { status: number; body?: unknown };
     if (ctx.config.validateResponses && (result.status !== 200 || !conformsTo(result.body))) {
       throw new Error(`The ${operation} response does not match openapi.yaml`);
     }
     res.status(result.status).json(result.body);
+  };
+  return (req, res, next) => {
+    const operation = servicePaths[req.url];
+    const conformsTo = operation && conforms.get(operation);
+    if (!operation || !conformsTo || (req.method !== 'GET' && req.method !== 'HEAD')) return next();
+    answer(operation, conformsTo, req.url, res).catch(next);
   };
 }

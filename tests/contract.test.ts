@@ -1,7 +1,8 @@
 // The contract suite's own pieces (contract/): generation is reproducible and valid,
 // broken inputs are really broken, and a service that strays from openapi.yaml is caught.
-import type { Server } from 'node:http';
+import { createServer, request as forward, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
+import { handlers } from '../handlers';
 import { check, ResponseValidator } from '../contract/checks';
 import { arbitrary, brokenBodies, Source } from '../contract/generate';
 import { HttpClient } from '../contract/http';
@@ -100,6 +101,9 @@ describe('contract suite: checks', () => {
 });
 
 describe('contract suite: a whole run', () => {
+  /** The label of a request that failed and that fast-check shrank. */
+  const shrunk = (label: string) => expect.stringMatching(new RegExp(`^${label}, shrunk by fast-check to the smallest failing request \\(\\d+ steps; fast-check seed \\d+, path [\\d:]+\\)$`));
+
   it('shrinks a failing valid request to the smallest one that still fails', async () => {
     // A list that breaks its documented shape only when asked for pages of 3 or more.
     const asked = (url: string) => Number(/[?&]limit=(\d+)/.exec(url)?.[1] ?? 0);
@@ -115,12 +119,90 @@ describe('contract suite: a whole run', () => {
       // The property's valid requests (the "bearer" probe draws its own, unshrunk).
       const failing = result.exchanges.filter((e) => e.opId === 'listCategories' && e.label.startsWith('valid') && e.failures.length > 0);
       expect(failing.map((e) => ({ label: e.label, path: e.request.path }))).toEqual([
-        { label: expect.stringMatching(/^valid, shrunk by fast-check to the smallest failing request \(\d+ steps\)$/), path: '/categories?limit=3' },
+        { label: shrunk('valid'), path: '/categories?limit=3' },
       ]);
       expect(failing[0]!.failures.join('\n')).toContain('must NOT have additional properties "colour"');
     } finally {
       client.close();
       server.close();
+    }
+  }, 120_000);
+
+  it('shrinks a failing create to the shortest name that still fails', async () => {
+    // Creating a category fails (a 500) for names of five characters or more.
+    const t = setupApp({
+      handlers: {
+        createCategory: (input, ctx) => {
+          if ([...input.body.name].length >= 5) throw new Error('a fault for long names');
+          return handlers.createCategory(input, ctx);
+        },
+      },
+    });
+    const { server, client } = await listen(t);
+    try {
+      const result = await runAgainst(t, client, { seed: 3, runs: 3 });
+      const failing = result.exchanges.filter((e) => e.opId === 'createCategory' && e.failures.length > 0);
+      expect(failing.map((e) => e.label)).toEqual([shrunk('valid')]);
+      // Five characters, the optional description left out.
+      const body = JSON.parse(failing[0]!.request.body!) as Record<string, string>;
+      expect(Object.keys(body)).toEqual(['name']);
+      expect([...body.name!]).toHaveLength(5);
+      expect(failing[0]!.failures.join('\n')).toContain('500');
+      const printed = formatFailure(failing[0]!, 'Reproduce with: npm run test:contract -- --seed 3');
+      expect(printed).toContain(`request:  POST /categories`);
+      expect(printed).toContain(JSON.stringify(body));
+      // The short names that passed made categories, and the run chained on them.
+      expect(result.exchanges.filter((e) => e.opId === 'createPet' && e.response.status === 201).length).toBeGreaterThan(0);
+    } finally {
+      client.close();
+      server.close();
+    }
+  }, 120_000);
+
+  it('shrinks a failing invalid request to the smallest one that still fails', async () => {
+    // A proxy in front of the service that accepts an unknown property in a new
+    // category (200) when its name has five characters or more, as a lax validator might.
+    const t = setupApp();
+    const app = await listen(t);
+    const { port } = app.server.address() as AddressInfo;
+    const proxy = createServer((req, res) => {
+      const chunks: Buffer[] = [];
+      req.on('data', (c: Buffer) => chunks.push(c));
+      req.on('end', () => {
+        const text = Buffer.concat(chunks).toString('utf8');
+        let body: { name?: unknown; unexpectedProperty?: unknown } | undefined;
+        try {
+          body = JSON.parse(text) as typeof body;
+        } catch {
+          body = undefined;
+        }
+        if (req.method === 'POST' && req.url === '/categories' && body?.unexpectedProperty !== undefined && typeof body.name === 'string' && [...body.name].length >= 5) {
+          res.writeHead(200, { 'Content-Type': 'application/json' }).end('{}');
+          return;
+        }
+        const out = forward({ host: '127.0.0.1', port, method: req.method, path: req.url, headers: req.headers }, (answer) => {
+          res.writeHead(answer.statusCode ?? 502, answer.headers);
+          answer.pipe(res);
+        });
+        out.end(chunks.length > 0 ? Buffer.concat(chunks) : undefined);
+      });
+    });
+    proxy.listen(0, '127.0.0.1');
+    await new Promise((resolve) => proxy.once('listening', resolve));
+    const client = new HttpClient(`http://127.0.0.1:${(proxy.address() as AddressInfo).port}`);
+    try {
+      const result = await runAgainst(t, client, { seed: 3, runs: 1 });
+      const failing = result.exchanges.filter((e) => e.opId === 'createCategory' && e.failures.length > 0);
+      expect(failing.map((e) => e.label)).toEqual([shrunk('a body with an unknown property')]);
+      expect(failing[0]!.failures).toContain('invalid input (a body with an unknown property) was accepted with 200');
+      const body = JSON.parse(failing[0]!.request.body!) as Record<string, string>;
+      expect(Object.keys(body)).toEqual(['name', 'unexpectedProperty']);
+      expect([...body.name!]).toHaveLength(5);
+    } finally {
+      client.close();
+      proxy.close();
+      app.client.close();
+      app.server.close();
     }
   }, 120_000);
 

@@ -161,6 +161,15 @@ describe('text is what was sent, or refused', () => {
     expectError(res, 400, 'invalid_json');
   });
 
+  it.each([
+    ['a category name', '/categories', '{"name":"a\\u0000b"}'],
+    ['a message', '/messages', '{"message":"\\u0000}#"}'],
+    ['a property name', '/categories', '{"name":"Ok","\\u0000":1}'],
+  ])('refuses U+0000 in %s with validation_failed, on every engine', async (_what, path, body) => {
+    const res = await request(t.app).post(path).set(t.boss.auth).set('Content-Type', 'application/json').send(body);
+    expectError(res, 400, 'validation_failed');
+  });
+
   it('takes a surrogate pair escape as the character it names', async () => {
     const res = await post().set('Content-Type', 'application/json').send('{"name":"Dog \\ud83d\\udc36"}');
     expect(res.status).toBe(201);

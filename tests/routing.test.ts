@@ -18,6 +18,10 @@ describe('routing', () => {
     },
   );
 
+  it.each(['/pets/', '/pets/1/', '/store/orders/', '/PETS'])('answers GET %s with 404 before it looks at the credentials', async (path) => {
+    expectError(await request(t.app).get(path).set('Authorization', 'Bearer not-a-key'), 404, 'not_found');
+  });
+
   it('answers GET /PETS/{id} with 404, and GET /pets/{id} with its deprecation headers', async () => {
     const pet = await createPet(t.app, boss);
     expectError(await request(t.app).get(`/PETS/${pet.id}`).set(boss.auth), 404, 'not_found');

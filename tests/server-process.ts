@@ -32,7 +32,7 @@ function waitForExit(child: ChildProcess, ms: number): Promise<number | null | '
  */
 export function startServer(env: Record<string, string>, timeoutMs = 30_000, cwd = repoRoot): Promise<ServerProcess> {
   // Exactly what `npm start` runs: one node process, so SIGTERM reaches the service itself.
-  const child = spawn(process.execPath, ['--import', 'tsx', 'server/main.ts'], {
+  const child = spawn(process.execPath, ['-r', './server/register-ts.cjs', 'server/main.ts'], {
     cwd,
     env: { ...process.env, PORT: '0', HOST: '127.0.0.1', LOG_LEVEL: 'info', ...env },
     stdio: ['ignore', 'pipe', 'pipe'],

@@ -36,7 +36,8 @@ const freePort = () =>
 
 async function start(env: Record<string, string>): Promise<{ port: number; child: ChildProcess }> {
   const port = await freePort();
-  const child = spawn(process.execPath, ['--import', 'tsx', 'server/main.ts'], {
+  // As `npm start` runs it (package.json).
+  const child = spawn(process.execPath, ['-r', './server/register-ts.cjs', 'server/main.ts'], {
     cwd: root,
     env: { ...process.env, PORT: String(port), HOST: '127.0.0.1', LOG_LEVEL: 'error', SEED_DEMO_DATA: 'false', RATE_LIMIT_PER_MINUTE: '1000000', ...env },
     stdio: ['ignore', 'ignore', 'inherit'],
@@ -157,14 +158,18 @@ async function main(): Promise<void> {
       }
     }
 
-    console.log(`${rounds} rounds of ${seconds} s, ${connections} connections in all\n`);
+    console.log(`PostgreSQL beside SQLite: ${rounds} interleaved rounds of ${seconds} s, ${connections} connections in all (two instances: half each, req/s summed)\n`);
+    console.log('| load | SQLite, 1 instance | PostgreSQL, 1 instance | PostgreSQL, 2 instances | PostgreSQL / SQLite | 2 instances / 1 |');
+    console.log('|---|---|---|---|---|---|');
     for (const load of ['GET /pets/{id}', 'POST /store/orders']) {
       const rate = (target: string) => samples.get(`${target}|${load}`)!;
       const ratio = (a: string, b: string) => median(rate(a).map((x, i) => x / (rate(b)[i] as number))).toFixed(2);
-      for (const target of targets) console.log(`${load.padEnd(20)} ${target.name.padEnd(26)} ${median(rate(target.name)).toFixed(0).padStart(7)} req/s`);
-      console.log(`${load.padEnd(20)} PostgreSQL / SQLite, 1 instance each: ${ratio('PostgreSQL, 1 instance', 'SQLite, 1 instance')}`);
-      console.log(`${load.padEnd(20)} PostgreSQL, 2 instances / 1:          ${ratio('PostgreSQL, 2 instances', 'PostgreSQL, 1 instance')}\n`);
+      const rps = targets.map((target) => `${median(rate(target.name)).toFixed(0)} req/s`);
+      console.log(
+        `| ${load} | ${rps.join(' | ')} | ${ratio('PostgreSQL, 1 instance', 'SQLite, 1 instance')} | ${ratio('PostgreSQL, 2 instances', 'PostgreSQL, 1 instance')} |`,
+      );
     }
+    console.log('');
   } finally {
     await Promise.all(children.map(stop));
     rmSync(dir, { recursive: true, force: true });
