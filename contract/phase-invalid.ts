@@ -96,7 +96,7 @@ function bodyProbes(run: Run, op: Operation, auth: Record<string, string>): Prob
 }
 
 /** Whether a parameter's schema accepts this text, read the way a server coerces it. */
-export function acceptsText(run: Run, p: Param, text: string): boolean {
+function acceptsText(run: Run, p: Param, text: string): boolean {
   const schema = inline(run, p.schema);
   const value = typeOf(schema) === 'array' && !p.explode ? text.split(',') : text;
   let fn = run.textValidators.get(p);
@@ -119,7 +119,7 @@ export function inline(run: Run, schema: unknown, depth = 0): Schema {
 }
 
 /** Every malformed Authorization form is 401; a customer on an admin operation is 403. */
-export function authProbes(run: Run, op: Operation): Probe[] {
+function authProbes(run: Run, op: Operation): Probe[] {
   const probes: Probe[] = [];
   const probe = (label: string, headers: Record<string, string>, status: number) =>
     probes.push({ label, expect: { kind: 'status', status }, request: (inputs) => run.build(op, inputs, headers) });

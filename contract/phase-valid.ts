@@ -24,7 +24,7 @@ export async function exercise(run: Run, op: Operation): Promise<void> {
   await invalidTraffic(run, op);
 }
 
-export async function exerciseCreate(run: Run, op: Operation): Promise<void> {
+async function exerciseCreate(run: Run, op: Operation): Promise<void> {
   const usesIds = run.consumes(op).length > 0;
   const auth = run.authFor(op)!;
   let made = 0;
@@ -72,7 +72,7 @@ export async function exerciseCreate(run: Run, op: Operation): Promise<void> {
 }
 
 /** Sends fresh valid updates (PUT, PATCH) to the resources an operation's ids name. */
-export async function refreshParents(run: Run, op: Operation): Promise<void> {
+async function refreshParents(run: Run, op: Operation): Promise<void> {
   for (const param of run.consumes(op)) {
     const updates = run.contract.operations.filter((u) => (u.method === 'put' || u.method === 'patch') && run.itemParam(u) === param);
     for (const update of updates) {
@@ -89,7 +89,7 @@ export async function refreshParents(run: Run, op: Operation): Promise<void> {
  * With every header parameter set (an Idempotency-Key), the same request twice and then
  * the same headers with another body: the answers must stay within the contract.
  */
-export async function headerReplay(run: Run, op: Operation): Promise<void> {
+async function headerReplay(run: Run, op: Operation): Promise<void> {
   const headerParams = op.params.filter((p) => p.in === 'header');
   const auth = run.authFor(op);
   if (headerParams.length === 0 || !auth) return;
@@ -114,7 +114,7 @@ export function record(run: Run, op: Operation, ex: Exchange, body: unknown, aut
   run.resources.push({ seq: run.seq++, param: producer.param, id, producer, body, owner, discovered: false, deleted: false });
 }
 
-export async function exerciseItem(run: Run, op: Operation): Promise<void> {
+async function exerciseItem(run: Run, op: Operation): Promise<void> {
   const param = run.itemParam(op)!;
   const mutating = op.method !== 'get';
   const own = run.live(param, true);
