@@ -171,8 +171,8 @@ function behavesAsOneService(
       const statuses: number[] = [];
       let restarting = true;
       // A stream of requests that touch the database (GET /readyz: not rate-limited), one
-      // connection each, spread over whatever instances are up; a refused connection (an
-      // instance that stopped listening) goes to the next one, as a balancer does.
+      // connection each, spread over whatever instances are up; a connection refused or
+      // reset before its request was read goes to the next one, as a balancer does.
       const stream = (async () => {
         for (let i = 0; restarting && i < 5_000; i++) {
           for (let attempt = 0; attempt < bases.length * 20; attempt++) {
@@ -183,7 +183,11 @@ function behavesAsOneService(
               await res.arrayBuffer();
               break;
             } catch (error) {
-              if ((error as { cause?: { code?: string } }).cause?.code !== 'ECONNREFUSED') throw error;
+              // Refused: the instance no longer listens. Reset: the kernel had queued the
+              // connection when the listener closed, so no request on it was read; a
+              // balancer retries both on another instance.
+              const code = (error as { cause?: { code?: string } }).cause?.code;
+              if (code !== 'ECONNREFUSED' && code !== 'ECONNRESET') throw error;
               await new Promise((r) => setTimeout(r, 20));
             }
           }
