@@ -1,4 +1,4 @@
-// An express-rate-limit store over the storage port: the counters live in the database, so
+// A rate-limit store (express-rate-limit's store interface) over the storage port: the counters live in the database, so
 // every process and instance on it counts a client's requests once (README "Deployment").
 // One upsert per request; the window is fixed, as express-rate-limit's memory store's is.
 import type { Options, Store, ClientRateLimitInfo } from 'express-rate-limit';
@@ -10,7 +10,7 @@ export function createRateLimitStore(storage: Storage, name: string): Store {
   return {
     // The counters are shared, not this process's own.
     localKeys: false,
-    // Tells express-rate-limit's double-count check that each limiter counts on its own.
+    // Each limiter counts on its own (the interface's way of saying so).
     prefix: `${name}:`,
     init(options: Options) {
       windowMs = options.windowMs;

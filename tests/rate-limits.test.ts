@@ -1,6 +1,7 @@
 // Rate limits a client cannot dodge: per address before authentication, per account
 // after it, failed Basic logins per account and per address, and the client address
 // taken only from proxies the operator named.
+import { createHash } from 'node:crypto';
 import request from 'supertest';
 import { loadConfig } from '../server/config';
 import { customer, expectError, password, setupApp, uniqueEmail } from './helpers';
@@ -28,6 +29,28 @@ describe('per client address, before authentication', () => {
     for (let i = 0; i < 2; i++) await request(t.app).get('/nowhere');
     await t.query('ALTER TABLE api_keys RENAME TO api_keys_gone');
     expectError(await request(t.app).get('/pets').set(fakeKey(0)), 429, 'rate_limited');
+  });
+});
+
+describe('the IETF headers (draft 8), as express-rate-limit wrote them', () => {
+  // The partition key is the base64 of the first 12 hex digits of the counter key's SHA-256.
+  const pk = (key: string) => Buffer.from(createHash('sha256').update(key).digest('hex').slice(0, 12)).toString('base64');
+
+  it('names each limiter with its remaining budget, reset, quota, window and partition key', async () => {
+    const t = setupApp({ env: { RATE_LIMIT_PER_MINUTE: '5', RATE_LIMIT_PER_ADDRESS_PER_MINUTE: '7', TRUST_PROXY: 'loopback' } });
+    const caller = await customer(t.app);
+    const res = await request(t.app).get('/api-keys').set(caller.auth).set('X-Forwarded-For', '198.51.100.7');
+    expect(res.status).toBe(200);
+    // customer() spent one request of the account (the key creation); this is the second.
+    expect(res.headers['ratelimit']).toMatch(/^"address"; r=6; t=(60|59), "account"; r=3; t=(60|59)$/);
+    expect(res.headers['ratelimit-policy']).toBe(`"address"; q=7; w=60; pk=:${pk('ip:198.51.100.7')}:, "account"; q=5; w=60; pk=:${pk(`account:${caller.accountId}`)}:`);
+  });
+
+  it('leaves them off the probes, which no limiter counts', async () => {
+    const t = setupApp({});
+    const res = await request(t.app).get('/healthz');
+    expect(res.status).toBe(200);
+    expect(res.headers['ratelimit']).toBeUndefined();
   });
 });
 
