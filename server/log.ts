@@ -79,6 +79,8 @@ export function accessLog(log: Logger): RequestHandler {
     customAttributeKeys: { responseTime: 'durationMs' },
     // The line above says what is needed; no headers, so no secrets.
     serializers: { req: () => undefined, res: () => undefined, err: pino.stdSerializers.err },
+    // Ours alone: wrapped, pino-std-serializers would still build a copy of every request.
+    wrapSerializers: false,
     customSuccessObject: line,
     customErrorObject: (req, res, _err, val: { durationMs?: number }) => line(req, res, val),
   });

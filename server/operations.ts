@@ -75,10 +75,13 @@ export const isNotImplemented = (handler: unknown) =>
   typeof handler === 'function' && notImplementedMarker in handler;
 
 /**
- * Registers one route per operation. `operations` is the spec's operation table
- * (`operationsOf` of the document being served); start-up fails when it and the handler
- * table disagree: openapi.yaml edited without `npm run generate`, or a handler left
- * behind by an operation removed from the spec. Stubs are served (501) and logged.
+ * Serves every operation from one middleware, after the validator: it has matched the
+ * request to its operation already (`req.openapi`), so a map from operationId to handler
+ * replaces one Express route per operation, which the router would test one by one.
+ * `operations` is the spec's operation table (`operationsOf` of the document being
+ * served); start-up fails when it and the handler table disagree: openapi.yaml edited
+ * without `npm run generate`, or a handler left behind by an operation removed from the
+ * spec. Stubs are served (501) and logged.
  */
 export function registerOperations(
   app: Express,
@@ -87,17 +90,22 @@ export function registerOperations(
   ctx: AppContext,
 ): void {
   const generated = operationTable as Record<string, OperationEntry>;
+  const byId = new Map<string, Handler<OperationId>>();
   for (const [id, { method, path }] of Object.entries(operations)) {
     const handler = handlers[id];
     if (!handler || generated[id]?.method !== method || generated[id]?.path !== path) {
       throw new Error(`Operation ${id} (${method.toUpperCase()} ${path}) has no matching handler: run \`npm run generate\` and implement it`);
     }
-    const expressPath = path.replace(/\{(\w+)\}/g, ':$1');
-    app[method](expressPath, async (req: Request, res: Response) => {
-      const result = await (handler as unknown as Handler<OperationId>)(inputOf(req), ctx);
-      send(res, result);
-    });
+    byId.set(id, handler as unknown as Handler<OperationId>);
   }
+  app.use(async (req: Request, res: Response, next) => {
+    const id = req.openapi?.schema.operationId;
+    const handler = id === undefined ? undefined : byId.get(id);
+    if (!handler) return next();
+    // Each Express layer resets req.params; the validator's are the coerced ones.
+    req.params = req.openapi?.pathParams ?? {};
+    send(res, await handler(inputOf(req), ctx));
+  });
   const stray = Object.keys(handlers).filter((id) => !operations[id]);
   if (stray.length > 0) {
     throw new Error(`Handlers with no operation in openapi.yaml: ${stray.join(', ')}. Delete them (the operation was removed from the spec) or restore the operation`);

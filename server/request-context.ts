@@ -7,7 +7,12 @@ declare global {
   // eslint-disable-next-line @typescript-eslint/no-namespace
   namespace Express {
     interface Request {
-      openapi?: { openApiRoute: string; schema: Record<string, unknown> & { security?: Array<Record<string, unknown>> } };
+      openapi?: {
+        openApiRoute: string;
+        /** The path parameters, coerced to their schema types by the request validator. */
+        pathParams: Record<string, string>;
+        schema: Record<string, unknown> & { operationId?: string; security?: Array<Record<string, unknown>> };
+      };
       principal?: Principal;
       /** Why authentication failed, as the security handler decided it. */
       authError?: ApiError;
