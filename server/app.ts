@@ -25,6 +25,7 @@ import { requestId } from './request-id';
 import { servicePages } from './service-pages';
 import { cacheValidatorRouteMatchers } from './route-matchers';
 import { createSecurityHandlers } from './security';
+import { checkSpec } from './spec-check';
 import { loadSpec, operationsOf, specRouter, type OpenApiDocument } from './spec';
 
 export interface AppOptions {
@@ -107,10 +108,12 @@ export function createApp({ storage: given, db, config, spec = loadSpec(), log, 
   app.use(canonicalIntegers(operations));
   app.use(bodyReader(config.bodyLimitBytes));
   cacheValidatorRouteMatchers();
+  // Checked here, before anything listens (server/spec-check.ts), so not again below.
+  checkSpec(spec);
   const validator = OpenApiValidator.middleware({
     // The validator annotates the document it is given; keep ours pristine.
     apiSpec: structuredClone(spec) as never,
-    validateApiSpec: true,
+    validateApiSpec: false,
     validateRequests: { allowUnknownQueryParameters: false, removeAdditional: false },
     validateResponses: config.validateResponses ? { removeAdditional: false } : false,
     validateFormats: true,

@@ -9,13 +9,13 @@
 'use strict';
 const { createHash } = require('node:crypto');
 const { mkdirSync, readFileSync, renameSync, writeFileSync } = require('node:fs');
+const { SourceMap } = require('node:module');
 const { join } = require('node:path');
-
-// Stack traces point at the .ts lines, as they did under tsx.
-process.setSourceMapsEnabled(true);
 
 const cacheDir = join(__dirname, '..', 'node_modules', '.cache', 'petstore-ts');
 let esbuild;
+/** Each loaded .ts file's JavaScript, by its path: where its inline source map is read from. */
+const compiled = new Map();
 
 require.extensions['.ts'] = function loadTypeScript(module, filename) {
   const source = readFileSync(filename, 'utf8');
@@ -42,5 +42,31 @@ require.extensions['.ts'] = function loadTypeScript(module, filename) {
       // A read-only checkout: transpile again next time.
     }
   }
+  compiled.set(filename, code);
   module._compile(code, filename);
 };
+
+// Stack traces point at the .ts lines, as they did under tsx. Node's own source-map
+// support (process.setSourceMapsEnabled) would parse the map of every module at load,
+// node_modules' included: about a sixth of a start. Here a file's map is parsed the
+// first time one of its frames is printed, and only frames of our .ts files are mapped.
+const maps = new Map();
+function mapOf(filename) {
+  if (!maps.has(filename)) {
+    const inline = /\/\/# sourceMappingURL=data:application\/json;base64,([A-Za-z0-9+/=]+)\s*$/.exec(compiled.get(filename));
+    maps.set(filename, inline ? new SourceMap(JSON.parse(Buffer.from(inline[1], 'base64').toString('utf8'))) : null);
+  }
+  return maps.get(filename);
+}
+function frame(callSite) {
+  const text = callSite.toString();
+  const file = callSite.getFileName();
+  if (!file || !compiled.has(file)) return text;
+  const line = callSite.getLineNumber();
+  const column = callSite.getColumnNumber();
+  const entry = mapOf(file)?.findEntry(line - 1, column - 1);
+  if (entry?.originalLine === undefined) return text;
+  return text.replace(`${file}:${line}:${column}`, `${file}:${entry.originalLine + 1}:${entry.originalColumn + 1}`);
+}
+Error.prepareStackTrace = (error, callSites) =>
+  Error.prototype.toString.call(error) + callSites.map((callSite) => `\n    at ${frame(callSite)}`).join('');

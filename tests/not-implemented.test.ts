@@ -22,6 +22,14 @@ describe('operations not implemented yet', () => {
     expect(Object.keys(handlers).sort()).toEqual(Object.keys(operationTable).sort());
   });
 
+  it('a document that is not valid OpenAPI stops start-up, naming where', () => {
+    const spec = loadSpec();
+    (spec.paths['/pets'] as Record<string, Record<string, unknown>>).get!.responses = 'none';
+    expect(() => setupApp({ spec })).toThrow(/is not valid OpenAPI 3\.\d\.\d:\n {2}\/paths\/~1pets\/get\/responses: must be object/);
+    // Checked again on each start until it is fixed: no marker was left for it.
+    expect(() => setupApp({ spec })).toThrow(/not valid OpenAPI/);
+  });
+
   it('a handler whose operation left the spec stops start-up, named', () => {
     const spec = loadSpec();
     delete (spec.paths['/healthz'] as Record<string, unknown>).get;
