@@ -7,6 +7,7 @@
 // never run. Files still load from where they are, so paths a module resolves from its
 // own __dirname (openapi.yaml, the migrations, the docs assets) are unchanged.
 'use strict';
+const { Buffer } = require('node:buffer');
 const { createHash } = require('node:crypto');
 const { mkdirSync, readFileSync, renameSync, writeFileSync } = require('node:fs');
 const { SourceMap } = require('node:module');
