@@ -1,5 +1,5 @@
 // The handler table: one module per tag of openapi.yaml. `satisfies HandlerTable` makes
-// a missing operation a compile error; registerOperations refuses a stray one at start-up.
+// a missing operation a compile error; operationsHandler refuses a stray one at start-up.
 import type { HandlerTable } from '../server/operations';
 import { accountsHandlers } from './accounts';
 import { categoriesHandlers } from './categories';

@@ -1,7 +1,7 @@
 // The typed bridge from generated/ to handlers: each operation's input and result types
 // come from openapi-typescript's `operations`, and routes come from the spec's
 // operationIds, so a missing or stray handler fails to compile and fails start-up.
-import type { Express, Request, Response } from 'express';
+import type { Request, RequestHandler, Response } from 'express';
 import type { operations } from '../generated/openapi';
 import { operationTable, type OperationId, type OperationsByTag } from '../generated/operations';
 import type { OperationEntry } from './spec';
@@ -83,12 +83,11 @@ export const isNotImplemented = (handler: unknown) =>
  * without `npm run generate`, or a handler left behind by an operation removed from the
  * spec. Stubs are served (501) and logged.
  */
-export function registerOperations(
-  app: Express,
+export function operationsHandler(
   operations: Record<string, OperationEntry>,
   handlers: Record<string, Handler<never> | undefined>,
   ctx: AppContext,
-): void {
+): RequestHandler {
   const generated = operationTable as Record<string, OperationEntry>;
   const byId = new Map<string, Handler<OperationId>>();
   for (const [id, { method, path }] of Object.entries(operations)) {
@@ -98,20 +97,21 @@ export function registerOperations(
     }
     byId.set(id, handler as unknown as Handler<OperationId>);
   }
-  app.use(async (req: Request, res: Response, next) => {
+  const serve: RequestHandler = async (req: Request, res: Response, next) => {
     const id = req.openapi?.schema.operationId;
     const handler = id === undefined ? undefined : byId.get(id);
     if (!handler) return next();
     // Each Express layer resets req.params; the validator's are the coerced ones.
     req.params = req.openapi?.pathParams ?? {};
     send(res, await handler(inputOf(req), ctx));
-  });
+  };
   const stray = Object.keys(handlers).filter((id) => !operations[id]);
   if (stray.length > 0) {
     throw new Error(`Handlers with no operation in openapi.yaml: ${stray.join(', ')}. Delete them (the operation was removed from the spec) or restore the operation`);
   }
   const stubs = Object.keys(operations).filter((id) => isNotImplemented(handlers[id]));
   if (stubs.length > 0) ctx.log.info({ operations: stubs }, 'operations not implemented yet (they answer 501)');
+  return serve;
 }
 
 function inputOf(req: Request): Input<OperationId> {
