@@ -2,7 +2,8 @@
 // server/main.ts serves it (server/http-server.ts). A request flows: request id ->
 // (a stopping service says so; the probes answer here) -> deprecation -> per-address
 // rate limit -> access log -> failed-login limit -> body -> express-openapi-validator
-// (route, security, schema) -> per-account rate limit -> handler -> error mapper.
+// (route, security, schema) -> per-account rate limit -> handler, all in one Express
+// layer (inOneLayer, below) -> not found -> error mapper.
 import express, { type Express, type RequestHandler } from 'express';
 import * as OpenApiValidator from 'express-openapi-validator';
 import type { Db } from '../db/client';
