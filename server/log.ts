@@ -41,6 +41,8 @@ export function createLogger(level: Config['logLevel'], destination: Destination
   );
 }
 
+const accessLineRedaction = ['authorization', 'cookie', 'password', 'key', 'keyHash', 'passwordHash'].map((name) => `err.${name}`);
+
 /** Probes are polled by orchestrators every few seconds; an access line each is noise. */
 const probes = new Set(['/healthz', '/readyz']);
 
@@ -69,7 +71,10 @@ export function accessLog(log: Logger): RequestHandler {
     };
   };
   const middleware = pinoHttp<IncomingMessage, ServerResponse>({
-    logger: log,
+    // The line's fields are fixed and hold no secret; only an error may carry anything.
+    // Redacting by exact paths under `err` keeps that guard without the service logger's
+    // wildcard paths, which run a redaction pass over every key of every line.
+    logger: log.child({}, { redact: { paths: accessLineRedaction, censor: '[redacted]' } }),
     quietResLogger: true,
     genReqId: (_req, res) => String(res.getHeader('X-Request-Id')),
     autoLogging: { ignore: (req) => probes.has((req as Request).path) },
