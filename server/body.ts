@@ -32,6 +32,7 @@ function textProblem(value: unknown): 'surrogate' | 'nul' | undefined {
   return undefined;
 }
 
+const plainInteger = /^-?[0-9]+$/;
 const numberToken = /^(-?)([0-9]+)(?:\.([0-9]+))?(?:[eE]([+-]?[0-9]+))?$/;
 
 /** The double `value` as an exact fraction: mantissa * 2^exponent. */
@@ -56,6 +57,9 @@ function inexactNumber(token: string): string | null {
   if (Number.isInteger(value) && !Number.isSafeInteger(value)) {
     return `The number ${token} is beyond 2^53-1 and cannot be held exactly`;
   }
+  // Most tokens are integers such as an id or a quantity: one written without fraction or
+  // exponent, within 2^53-1, is a double exactly, so the fraction arithmetic below is spared.
+  if (Number.isSafeInteger(value) && plainInteger.test(token)) return null;
   const parts = numberToken.exec(token);
   if (!parts) return `The number ${token} is not a JSON number`;
   const [, , whole = '', decimals = '', exp = '0'] = parts;
