@@ -58,8 +58,8 @@ export default tseslint.config(
     languageOptions: { sourceType: 'commonjs', globals: { module: 'writable' } },
   },
   {
-    // `npm start`'s CommonJS loader hook: plain Node, so it runs before any TypeScript.
-    files: ['server/register-ts.cjs'],
+    // `npm start`'s CommonJS loader hook and its cache writer: plain Node, so they run before any TypeScript.
+    files: ['server/register-ts.cjs', 'server/start-cache.cjs'],
     languageOptions: { sourceType: 'commonjs', globals: { require: 'readonly', process: 'readonly', __dirname: 'readonly' } },
     rules: { '@typescript-eslint/no-require-imports': 'off' },
   },

@@ -9,11 +9,12 @@
 'use strict';
 const { Buffer } = require('node:buffer');
 const { createHash } = require('node:crypto');
-const { mkdirSync, readFileSync, renameSync, writeFileSync } = require('node:fs');
+const { readFileSync } = require('node:fs');
 const { SourceMap } = require('node:module');
 const { join } = require('node:path');
+const { cacheFolder, writeCacheFile } = require('./start-cache.cjs');
 
-const cacheDir = join(__dirname, '..', 'node_modules', '.cache', 'petstore-ts');
+const cacheDir = cacheFolder('petstore-ts');
 let esbuild;
 /** Each loaded .ts file's JavaScript, by its path: where its inline source map is read from. */
 const compiled = new Map();
@@ -34,14 +35,7 @@ require.extensions['.ts'] = function loadTypeScript(module, filename) {
       sourcemap: 'inline',
       sourcefile: filename,
     }).code;
-    try {
-      mkdirSync(cacheDir, { recursive: true });
-      const partial = `${cached}.${process.pid}.tmp`;
-      writeFileSync(partial, code);
-      renameSync(partial, cached);
-    } catch {
-      // A read-only checkout: transpile again next time.
-    }
+    writeCacheFile(cached, code);
   }
   compiled.set(filename, code);
   module._compile(code, filename);

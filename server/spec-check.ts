@@ -10,7 +10,8 @@
 // not checked again. An edited openapi.yaml has another hash, so it is always checked.
 import { createHash } from 'node:crypto';
 import { dirname, join } from 'node:path';
-import { existsSync, mkdirSync, writeFileSync } from 'node:fs';
+import { existsSync } from 'node:fs';
+import { cacheFolder, writeCacheFile } from './start-cache.cjs';
 import type { OpenApiDocument } from './spec';
 
 type Errors = Array<{ instancePath?: string; message?: string }>;
@@ -19,7 +20,7 @@ interface SchemaValidator {
 }
 type SchemaValidatorClass = new (opts: { version: string; validateApiSpec: boolean }) => SchemaValidator;
 
-const cacheDir = join(__dirname, '..', 'node_modules', '.cache', 'petstore-spec');
+const cacheDir = cacheFolder('petstore-spec');
 let original: SchemaValidatorClass | undefined;
 
 /** Idempotent: the validator's OpenAPISchemaValidator compiles only when it validates. */
@@ -52,10 +53,5 @@ export function checkSpec(spec: OpenApiDocument): void {
     const list = errors.slice(0, 10).map((e) => `  ${e.instancePath || '/'}: ${e.message ?? 'invalid'}`);
     throw new Error(`The OpenAPI document is not valid OpenAPI ${String(spec.openapi)}:\n${list.join('\n')}`);
   }
-  try {
-    mkdirSync(cacheDir, { recursive: true });
-    writeFileSync(marker, '');
-  } catch {
-    // A read-only checkout: check again next time.
-  }
+  writeCacheFile(marker, '');
 }

@@ -1,9 +1,10 @@
 import { createHash } from 'node:crypto';
-import { mkdirSync, readFileSync, renameSync, writeFileSync } from 'node:fs';
+import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { isDeepStrictEqual } from 'node:util';
 import { Router } from 'express';
 import { parse, stringify } from 'yaml';
+import { cacheFolder, writeCacheFile } from './start-cache.cjs';
 
 export type OpenApiDocument = {
   paths: Record<string, Record<string, { operationId?: string } & Record<string, unknown>>>;
@@ -14,7 +15,7 @@ export const specPath = join(__dirname, '..', 'openapi.yaml');
 // Parsing the YAML took about a third of a second of every start; its JSON, keyed by a
 // hash of the file's text, parses in under a millisecond. A changed file has another
 // hash, so a stale copy is never read; a missing or unwritable cache only costs time.
-const cacheDir = join(__dirname, '..', 'node_modules', '.cache', 'petstore-spec');
+const cacheDir = cacheFolder('petstore-spec');
 
 export function loadSpec(path: string = specPath): OpenApiDocument {
   const text = readFileSync(path, 'utf8');
@@ -27,16 +28,7 @@ export function loadSpec(path: string = specPath): OpenApiDocument {
   const spec = parse(text) as OpenApiDocument;
   const json = JSON.stringify(spec);
   // Only a document that JSON holds exactly (no dates or other YAML-only values) is cached.
-  if (isDeepStrictEqual(JSON.parse(json), spec)) {
-    try {
-      mkdirSync(cacheDir, { recursive: true });
-      const partial = `${cached}.${process.pid}.tmp`;
-      writeFileSync(partial, json);
-      renameSync(partial, cached);
-    } catch {
-      // A read-only checkout: parse again next time.
-    }
-  }
+  if (isDeepStrictEqual(JSON.parse(json), spec)) writeCacheFile(cached, json);
   return spec;
 }
 
