@@ -16,7 +16,7 @@ import { createDocsRouter } from './docs';
 import type { Config } from './config';
 import { deprecationHeaders } from './deprecation';
 import { ApiError, errorMapper } from './errors';
-import type { Lifecycle } from './http-server';
+import { createLifecycle, type Lifecycle } from './http-server';
 import { accessLog, createLogger, type Logger } from './log';
 import { canonicalIntegers } from './params';
 import { operationsHandler, type AppContext, type HandlerTable } from './operations';
@@ -42,11 +42,11 @@ export interface AppOptions {
   handlers?: Partial<HandlerTable>;
   /** Where rate-limit counters live; in this process's memory unless given. */
   rateLimitStores?: RateLimitStoreFactory;
-  /** Set by the HTTP server once the service is stopping. */
+  /** Shared with the HTTP server: whether the service is stopping, and the work under way. */
   lifecycle?: Lifecycle;
 }
 
-export function createApp({ storage: given, db, config, spec = loadSpec(), log, handlers, rateLimitStores, lifecycle }: AppOptions): Express {
+export function createApp({ storage: given, db, config, spec = loadSpec(), log, handlers, rateLimitStores, lifecycle = createLifecycle() }: AppOptions): Express {
   const logger = log ?? createLogger(config.logLevel);
   const storage = given ?? (db ? createSqliteStorage(db) : undefined);
   if (!storage) throw new Error('createApp needs a storage (or a SQLite db)');
@@ -84,7 +84,7 @@ export function createApp({ storage: given, db, config, spec = loadSpec(), log, 
     // deprecation headers below treat both alike.
     if (req.method === 'HEAD') req.method = 'GET';
     // A stopping service says so to the load balancer and lets each connection go.
-    if (lifecycle?.draining) {
+    if (lifecycle.draining) {
       res.setHeader('Connection', 'close');
       if (req.path === '/readyz') return next(new ApiError('unavailable', 'The service is shutting down', 503));
     }
@@ -140,7 +140,7 @@ export function createApp({ storage: given, db, config, spec = loadSpec(), log, 
       ...(validator as unknown as RequestHandler[]),
       limits.perAccount,
       operationsHandler(operations, { ...defaultHandlers, ...handlers } as never, ctx),
-    ]),
+    ], lifecycle),
   );
   app.use((req, _res, next) => next(new ApiError('not_found', `Nothing is at ${req.method} ${req.path}`, 404)));
   app.use(errorMapper(logger));
@@ -154,17 +154,38 @@ export function createApp({ storage: given, db, config, spec = loadSpec(), log, 
  * and matches per layer; with two dozen layers that was a fifth of what a request
  * allocated (README "Performance"). Every handler here is mounted at `/`, so the
  * router's path trimming has nothing to do for them.
+ *
+ * A handler whose work outlives its call returns the promise of that work (and calls
+ * `next` inside it, if at all): `lifecycle.working` counts those not settled, so that a
+ * drain waits for them even once the client has gone (server/http-server.ts). What runs
+ * after the layer (not found, the error mapper) is synchronous.
  */
-export function inOneLayer(handlers: RequestHandler[]): RequestHandler {
+export function inOneLayer(handlers: RequestHandler[], lifecycle: Lifecycle): RequestHandler {
+  const settled = () => {
+    if (--lifecycle.working === 0) lifecycle.onIdle?.();
+  };
   return (req, res, done) => {
     let i = 0;
+    // Made on the request's first promise, and shared by the rest.
+    let failed: ((e: unknown) => void) | undefined;
     const next = (err?: unknown): void => {
       if (err) return done(err);
       const handler = handlers[i++];
       if (!handler) return done();
       try {
         const result: unknown = handler(req, res, next);
-        if (result instanceof Promise) result.catch((e: unknown) => next(e ?? new Error('Rejected promise')));
+        if (result instanceof Promise) {
+          lifecycle.working++;
+          failed ??= (e: unknown) => {
+            // Settled once the error mapper has answered.
+            try {
+              next(e ?? new Error('Rejected promise'));
+            } finally {
+              settled();
+            }
+          };
+          result.then(settled, failed);
+        }
       } catch (e) {
         next(e);
       }

@@ -1,23 +1,35 @@
 // The HTTP server around createApp(): connection and time bounds, Error-shaped answers
 // for what Node's parser refuses before Express sees a request, and a drain that lets
-// keep-alive clients go when the service stops.
+// keep-alive clients go and waits for the app's work when the service stops.
 import { createServer, STATUS_CODES, type RequestListener, type Server, type ServerResponse } from 'node:http';
 import type { Socket } from 'node:net';
 import type { Config } from './config';
 import type { ErrorCode } from './errors';
 import type { Logger } from './log';
 
-/** Shared by the app and its server: set once the service starts stopping. */
+/** Shared by the app and its server. */
 export interface Lifecycle {
+  /** Set once the service starts stopping. */
   draining: boolean;
+  /**
+   * The app's handler promises not settled yet (server/app.ts, inOneLayer): work still
+   * under way on a request, whether or not its client is still there.
+   */
+  working: number;
+  /** Called by the app whenever `working` falls back to 0; drain() sets it. */
+  onIdle: (() => void) | undefined;
 }
+
+export const createLifecycle = (): Lifecycle => ({ draining: false, working: 0, onIdle: undefined });
 
 export interface HttpService {
   server: Server;
   /**
    * Stops taking connections, answers what is in flight with `Connection: close`, closes
    * idle keep-alive sockets at once and each busy one as its response ends; resolves when
-   * no connection is left (or at SHUTDOWN_TIMEOUT_MS, when the rest are cut).
+   * no connection is left and the app's work on every request is done, even where the
+   * client hung up first (or at SHUTDOWN_TIMEOUT_MS, when the connections left are cut and
+   * the work left is not waited for).
    */
   drain(): Promise<void>;
 }
@@ -99,14 +111,29 @@ export function createHttpServer(app: RequestListener, config: ServerLimits, lif
       lifecycle.draining = true;
       clearInterval(reportRefused);
       for (const res of inFlight) if (!res.headersSent) res.setHeader('Connection', 'close');
+      // A response closes when its client hangs up, while its handler may still be awaiting
+      // the database: the server closing is not enough, the app's work must be done too,
+      // or the caller would close the storage under it.
+      let closed = false;
+      let expired = false;
+      const settle = () => {
+        if (!closed || (lifecycle.working > 0 && !expired)) return;
+        clearTimeout(deadline);
+        lifecycle.onIdle = undefined;
+        resolve();
+      };
       const deadline = setTimeout(() => {
-        log.error({ inFlight: inFlight.size }, 'Shutdown timed out; closing the remaining connections');
+        log.error({ inFlight: inFlight.size, working: lifecycle.working }, 'Shutdown timed out; closing the remaining connections');
+        expired = true;
         server.closeAllConnections();
+        // The server may have closed already, with only the app's work left.
+        settle();
       }, config.shutdownTimeoutMs);
       deadline.unref();
+      lifecycle.onIdle = settle;
       server.close(() => {
-        clearTimeout(deadline);
-        resolve();
+        closed = true;
+        settle();
       });
       server.closeIdleConnections();
     });

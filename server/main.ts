@@ -8,7 +8,7 @@ import { createApp } from './app';
 import { startPrimary } from './cluster';
 import { ConfigError, loadConfig, type Config } from './config';
 import { startDeliveryWorker, type DeliveryWorker } from './delivery-worker';
-import { createHttpServer, type Lifecycle } from './http-server';
+import { createHttpServer, createLifecycle } from './http-server';
 import { createLogger, type Logger } from './log';
 
 async function main(): Promise<void> {
@@ -18,7 +18,7 @@ async function main(): Promise<void> {
   if (config.webConcurrency > 1 && cluster.isPrimary) return startPrimary(config, log);
   // A cluster worker finds the database migrated by its primary.
   const storage = cluster.isWorker ? openStorage(config) : await prepareMigratedStorage(config, log);
-  const lifecycle: Lifecycle = { draining: false };
+  const lifecycle = createLifecycle();
   const app = createApp({ storage, config, log, lifecycle });
   const http = createHttpServer(app, config, lifecycle, log);
   const { server } = http;
@@ -39,6 +39,8 @@ async function main(): Promise<void> {
     if (stopping) return;
     stopping = true;
     log.info(`${signal}: draining in-flight requests`);
+    // No connection left and no handler still at work, even one whose client hung up:
+    // only then may the database close.
     await http.drain();
     // The worker writes to the database, so it stops first.
     await worker?.stop();

@@ -142,9 +142,11 @@ function limiter(name: RateLimiterName, store: Store, log: Logger, options: Limi
     } catch (err) {
       return next(err);
     }
-    // The memory store answers in a promise too; a store may also answer at once.
-    if (hit instanceof Promise) hit.then((h) => decide(req, res, next, key, h), next);
-    else decide(req, res, next, key, hit);
+    // The memory store answers in a promise too; a store may also answer at once. The
+    // promise is returned, so that a drain waits for the database's answer (server/app.ts,
+    // inOneLayer).
+    if (hit instanceof Promise) return hit.then((h) => decide(req, res, next, key, h), next);
+    decide(req, res, next, key, hit);
   };
 }
 
@@ -208,7 +210,8 @@ export function createRateLimiters(
     // Only HTTP Basic requests are login attempts; the hot GETs never send one.
     logins: (req, res, next) => {
       if (credentialsOf(req).scheme !== 'basic') return next();
-      perLoginAccount(req, res, (err?: unknown) => (err === undefined ? perLoginAddress(req, res, next) : next(err)));
+      // decide() returns what `next` returns, so this promise settles after the second one.
+      return perLoginAccount(req, res, (err?: unknown) => (err === undefined ? perLoginAddress(req, res, next) : next(err)));
     },
     perAccount: limiter('account', stores('account'), log, {
       windowMs: 60_000,

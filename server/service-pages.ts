@@ -45,6 +45,7 @@ export function servicePages(spec: OpenApiDocument, table: HandlerTable, ctx: Ap
     const operation = servicePaths[req.url];
     const conformsTo = operation && conforms.get(operation);
     if (!operation || !conformsTo || (req.method !== 'GET' && req.method !== 'HEAD')) return next();
-    answer(operation, conformsTo, req.url, res).catch(next);
+    // Returned, so that a drain waits for it (server/app.ts, inOneLayer).
+    return answer(operation, conformsTo, req.url, res).catch(next);
   };
 }

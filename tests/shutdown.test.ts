@@ -3,12 +3,14 @@
 // the process exits 0. Barriers, not sleeps, put a request in flight: the server's
 // `100 Continue` proves it has the request before the signal is sent.
 import { mkdtempSync, rmSync } from 'node:fs';
-import { connect, type Socket } from 'node:net';
+import { connect, type AddressInfo, type Socket } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import Database from 'better-sqlite3';
 import request from 'supertest';
-import { expectError, setupApp } from './helpers';
+import { accountsHandlers } from '../handlers/accounts';
+import { createHttpServer, createLifecycle, type HttpService } from '../server/http-server';
+import { captureLog, expectError, password, setupApp } from './helpers';
 import { eventually, startServer } from './server-process';
 
 /** A raw socket and everything it has read so far. */
@@ -64,8 +66,72 @@ describe('SIGTERM', () => {
   }, 30_000);
 });
 
+describe('drain', () => {
+  const limits = { maxConnections: 100, headersTimeoutMs: 10_000, requestTimeoutMs: 10_000, keepAliveTimeoutMs: 5_000 };
+
+  /** The app on a server in this process, its createAccount held until `release()`. */
+  async function served(shutdownTimeoutMs: number) {
+    let entered!: () => void;
+    let release!: () => void;
+    const inHandler = new Promise<void>((resolve) => (entered = resolve));
+    const held = new Promise<void>((resolve) => (release = resolve));
+    const lifecycle = createLifecycle();
+    const t = setupApp({
+      lifecycle,
+      handlers: {
+        async createAccount(input, ctx) {
+          entered();
+          await held;
+          return accountsHandlers.createAccount(input, ctx);
+        },
+      },
+    });
+    const { log, lines } = captureLog('info');
+    const http: HttpService = createHttpServer(t.app, { ...limits, shutdownTimeoutMs }, lifecycle, log);
+    await new Promise<void>((resolve) => http.server.listen(0, '127.0.0.1', resolve));
+    const { port } = http.server.address() as AddressInfo;
+
+    // A sign-up whose handler is running when its client hangs up.
+    const body = JSON.stringify({ email: 'held@example.com', password });
+    const client = openSocket(`http://127.0.0.1:${port}`);
+    client.socket.write(
+      `POST /accounts HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: ${Buffer.byteLength(body)}\r\n\r\n${body}`,
+    );
+    await inHandler;
+    client.socket.destroy();
+    return { t, lifecycle, http, lines, release };
+  }
+
+  it('resolves once the server has closed and the handler of a client that hung up has settled', async () => {
+    const { t, lifecycle, http, release } = await served(600_000);
+    let drained = false;
+    const draining = http.drain().then(() => (drained = true));
+    // The server closes once the connection is gone; the handler is still held.
+    await new Promise<void>((resolve) => http.server.once('close', () => setImmediate(resolve)));
+    expect(drained).toBe(false);
+    expect(lifecycle.working).toBeGreaterThan(0);
+
+    release();
+    await draining;
+    expect(lifecycle.working).toBe(0);
+    expect(await t.query('select email from accounts')).toEqual([{ email: 'held@example.com' }]);
+  });
+
+  it('past SHUTDOWN_TIMEOUT_MS, logs what is left and resolves without waiting for it', async () => {
+    const { lifecycle, http, lines, release } = await served(100);
+    await http.drain();
+    expect(lines()).toContainEqual(
+      expect.objectContaining({ level: 50, msg: 'Shutdown timed out; closing the remaining connections', working: 1 }),
+    );
+    // Let the held handler finish before the file's storage closes.
+    const idle = new Promise<void>((resolve) => (lifecycle.onIdle = resolve));
+    release();
+    await idle;
+  });
+});
+
 describe('while draining', () => {
-  const t = setupApp({ lifecycle: { draining: true } });
+  const t = setupApp({ lifecycle: { ...createLifecycle(), draining: true } });
 
   it('answers /readyz with 503 unavailable and Connection: close', async () => {
     const res = await request(t.app).get('/readyz');
