@@ -1,16 +1,19 @@
 // docs/decisions.md, Running it. SIGTERM drains: in-flight requests finish (and are told `Connection: close`), idle
-// keep-alive sockets close at once, readiness turns 503, then the database closes and
-// the process exits 0. Barriers, not sleeps, put a request in flight: the server's
-// `100 Continue` proves it has the request before the signal is sent.
+// keep-alive sockets close at once, readiness turns 503, a handler whose client hung up
+// still finishes its work, then the database closes and the process exits 0. Barriers,
+// not sleeps, put a request in flight: the server's `100 Continue` proves it has the
+// request before the signal is sent.
+import { randomBytes } from 'node:crypto';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { connect, type AddressInfo, type Socket } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import Database from 'better-sqlite3';
+import { Client } from 'pg';
 import request from 'supertest';
 import { accountsHandlers } from '../handlers/accounts';
 import { createHttpServer, createLifecycle, type HttpService } from '../server/http-server';
-import { captureLog, expectError, password, setupApp } from './helpers';
+import { captureLog, createPgDatabase, expectError, password, setupApp, testDatabaseUrl } from './helpers';
 import { eventually, startServer } from './server-process';
 
 /** A raw socket and everything it has read so far. */
@@ -64,7 +67,94 @@ describe('SIGTERM', () => {
     db.close();
     expect(stored).toEqual([{ email: 'drain@example.com' }]);
   }, 30_000);
+
+  it('waits for the handler of a client that hung up: its write lands, nothing fails, exit 0', async () => {
+    const databasePath = join(dir, 'hung-up.db');
+    const server = await startServer({ DATABASE_PATH: databasePath, SEED_DEMO_DATA: 'false', SHUTDOWN_TIMEOUT_MS: '600000' });
+    const exited = new Promise<number | null>((resolve) => server.child.once('exit', (code) => resolve(code)));
+
+    // In flight before the signal: the server has the request (100 Continue), body pending.
+    const body = JSON.stringify({ email: 'hung-up@example.com', password: 'correct horse battery staple' });
+    const gone = openSocket(server.url);
+    gone.socket.write(
+      'POST /accounts HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nExpect: 100-continue\r\n' +
+        `Content-Length: ${Buffer.byteLength(body)}\r\n\r\n`,
+    );
+    await eventually(() => (gone.read().includes('100 Continue') ? true : undefined));
+    server.child.kill('SIGTERM');
+    await eventually(() => (server.log().includes('draining in-flight requests') ? true : undefined));
+
+    // The body and the hang-up in one go: the server reads both in the same turn, so the
+    // handler is hashing the password (scrypt, tens of milliseconds on the thread pool)
+    // when the connection closes, and the write comes after. A drain that waited only for
+    // the connection would close the database and exit before it.
+    gone.socket.end(body);
+    await gone.closed;
+
+    expect(await exited).toBe(0);
+    expect(server.log()).not.toMatch(/"level":50/);
+    const db = new Database(databasePath, { readonly: true });
+    const stored = db.prepare('select email from accounts').all();
+    db.close();
+    expect(stored).toEqual([{ email: 'hung-up@example.com' }]);
+  }, 30_000);
 });
+
+// Where the benchmark met it: on PostgreSQL, a handler that resumed after the pool had
+// ended failed with "Cannot use a pool after calling end on the pool". There a table lock
+// held by the test is a true barrier: the service's query waits on it, its event loop free.
+if (testDatabaseUrl) {
+  const adminUrl = testDatabaseUrl;
+  describe('SIGTERM on PostgreSQL', () => {
+    it('waits for an order whose client hung up while its key lookup waited: the order lands, nothing fails, exit 0', async () => {
+      const url = await createPgDatabase(adminUrl, `petstore_drain_${randomBytes(6).toString('hex')}`);
+      // The demo catalogue: pet 1 has stock.
+      const server = await startServer({ DATABASE_URL: url, SHUTDOWN_TIMEOUT_MS: '600000' }, 60_000);
+      const exited = new Promise<number | null>((resolve) => server.child.once('exit', (code) => resolve(code)));
+      const email = 'locked@example.com';
+      const signUp = await fetch(`${server.url}/accounts`, {
+        method: 'POST',
+        headers: { 'Content-Type': 'application/json' },
+        body: JSON.stringify({ email, password }),
+      });
+      expect(signUp.status).toBe(201);
+      const keyAnswer = await fetch(`${server.url}/api-keys`, {
+        method: 'POST',
+        headers: { Authorization: `Basic ${Buffer.from(`${email}:${password}`).toString('base64')}` },
+      });
+      const { key } = (await keyAnswer.json()) as { key: string };
+
+      const db = new Client({ connectionString: url });
+      await db.connect();
+      try {
+        await db.query('begin');
+        await db.query('lock table api_keys in access exclusive mode');
+        const body = JSON.stringify({ petId: 1, quantity: 1 });
+        const gone = openSocket(server.url);
+        gone.socket.write(
+          `POST /store/orders HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer ${key}\r\nContent-Type: application/json\r\n` +
+            `Content-Length: ${Buffer.byteLength(body)}\r\n\r\n${body}`,
+        );
+        // The service's key lookup waits on the lock.
+        await eventually(async () => {
+          const { rows } = await db.query("select 1 from pg_locks l join pg_class c on c.oid = l.relation where c.relname = 'api_keys' and not l.granted");
+          return rows.length > 0 ? true : undefined;
+        });
+        gone.socket.destroy();
+        server.child.kill('SIGTERM');
+        await eventually(() => (server.log().includes('draining in-flight requests') ? true : undefined));
+        await db.query('commit');
+
+        expect(await exited).toBe(0);
+        expect(server.log()).not.toMatch(/"level":50/);
+        const { rows } = await db.query('select pet_id::int as "petId", quantity from orders');
+        expect(rows).toEqual([{ petId: 1, quantity: 1 }]);
+      } finally {
+        await db.end();
+      }
+    }, 60_000);
+  });
+}
 
 describe('drain', () => {
   const limits = { maxConnections: 100, headersTimeoutMs: 10_000, requestTimeoutMs: 10_000, keepAliveTimeoutMs: 5_000 };
