@@ -179,8 +179,12 @@ function behavesAsOneService(
             const base = bases[(i + attempt) % bases.length]!;
             try {
               const res = await fetch(`${base}/readyz`, { headers: { Connection: 'close' } });
-              statuses.push(res.status);
-              await res.arrayBuffer();
+              const body = (await res.json()) as { message?: string };
+              // An instance that has begun draining answers its readiness probe 503 "shutting
+              // down" (its listener closes at the same moment; a connection the kernel had
+              // already queued can still be read): the probe's designed answer, telling the
+              // balancer to stop, not a lost request. Any other answer counts.
+              if (!(res.status === 503 && body.message === 'The service is shutting down')) statuses.push(res.status);
               break;
             } catch (error) {
               // Refused: the instance no longer listens. Reset: the kernel had queued the
