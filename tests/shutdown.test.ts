@@ -27,6 +27,21 @@ function openSocket(url: string): { socket: Socket; read: () => string; closed: 
   return { socket, read: () => out, closed };
 }
 
+/**
+ * A sign-up in flight: headers sent and the server holding the request (its `100 Continue`
+ * read back), the body not sent yet. Returns the socket and the body to send.
+ */
+async function signUpHeld(url: string, email: string): Promise<{ socket: ReturnType<typeof openSocket>; body: string }> {
+  const body = JSON.stringify({ email, password: 'correct horse battery staple' });
+  const socket = openSocket(url);
+  socket.socket.write(
+    'POST /accounts HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nExpect: 100-continue\r\n' +
+      `Content-Length: ${Buffer.byteLength(body)}\r\n\r\n`,
+  );
+  await eventually(() => (socket.read().includes('100 Continue') ? true : undefined));
+  return { socket, body };
+}
+
 describe('SIGTERM', () => {
   const dir = mkdtempSync(join(tmpdir(), 'petstore-shutdown-'));
   afterAll(() => rmSync(dir, { recursive: true, force: true }));
@@ -43,13 +58,7 @@ describe('SIGTERM', () => {
     await eventually(() => (idle.read().includes('"ok"') ? true : undefined));
 
     // A request in flight: headers sent, the server has it (100 Continue), body pending.
-    const body = JSON.stringify({ email: 'drain@example.com', password: 'correct horse battery staple' });
-    const busy = openSocket(server.url);
-    busy.socket.write(
-      'POST /accounts HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nExpect: 100-continue\r\n' +
-        `Content-Length: ${Buffer.byteLength(body)}\r\n\r\n`,
-    );
-    await eventually(() => (busy.read().includes('100 Continue') ? true : undefined));
+    const { socket: busy, body } = await signUpHeld(server.url, 'drain@example.com');
 
     server.child.kill('SIGTERM');
     await eventually(() => (server.log().includes('draining in-flight requests') ? true : undefined));
@@ -74,13 +83,7 @@ describe('SIGTERM', () => {
     const exited = new Promise<number | null>((resolve) => server.child.once('exit', (code) => resolve(code)));
 
     // In flight before the signal: the server has the request (100 Continue), body pending.
-    const body = JSON.stringify({ email: 'hung-up@example.com', password: 'correct horse battery staple' });
-    const gone = openSocket(server.url);
-    gone.socket.write(
-      'POST /accounts HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nExpect: 100-continue\r\n' +
-        `Content-Length: ${Buffer.byteLength(body)}\r\n\r\n`,
-    );
-    await eventually(() => (gone.read().includes('100 Continue') ? true : undefined));
+    const { socket: gone, body } = await signUpHeld(server.url, 'hung-up@example.com');
     server.child.kill('SIGTERM');
     await eventually(() => (server.log().includes('draining in-flight requests') ? true : undefined));
 
