@@ -10,7 +10,7 @@ import { and, asc, eq, gt, inArray, isNull, lte, sql, type SQL } from 'drizzle-o
 import type { Database as SqliteDatabase } from 'better-sqlite3';
 import type { Queries, Storage, StoredIdempotency } from '../domain/storage';
 import type { Principal } from '../domain/types';
-import { bound, prepared, type Db } from './client';
+import { bound, prepared, rowLimit, type Db } from './client';
 import { toAccount, toApiKey, toCategory, toMessage, toOrder, toPet } from './rows';
 import { accounts, apiKeys, categories, idempotencyKeys, inventory, messages, orders, pets, rateLimits } from './schema';
 
@@ -106,7 +106,7 @@ function createQueries(db: Db): Queries {
       .from(apiKeys)
       .where(and(eq(apiKeys.accountId, p('accountId')), gt(apiKeys.id, p('after'))))
       .orderBy(asc(apiKeys.id))
-      .limit(p('limit'))
+      .limit(rowLimit('limit'))
       .prepare(),
   );
   const ownedKey = prepared(() =>
@@ -118,7 +118,7 @@ function createQueries(db: Db): Queries {
   const touchKey = prepared(() => db.update(apiKeys).set({ lastUsedAt: bound('at') }).where(eq(apiKeys.id, p('id'))).prepare());
 
   const categoryPage = prepared(() =>
-    db.select().from(categories).where(gt(categories.id, p('after'))).orderBy(asc(categories.id)).limit(p('limit')).prepare(),
+    db.select().from(categories).where(gt(categories.id, p('after'))).orderBy(asc(categories.id)).limit(rowLimit('limit')).prepare(),
   );
   const categoryById = prepared(() => db.select().from(categories).where(eq(categories.id, p('id'))).prepare());
   const insertCategory = prepared(() =>
@@ -138,7 +138,7 @@ function createQueries(db: Db): Queries {
       .prepare(),
   );
   const deleteCategory = prepared(() => db.delete(categories).where(eq(categories.id, p('id'))).prepare());
-  const petOfCategory = prepared(() => db.select({ id: pets.id }).from(pets).where(eq(pets.categoryId, p('id'))).limit(1).prepare());
+  const petOfCategory = prepared(() => db.select({ id: pets.id }).from(pets).where(eq(pets.categoryId, p('id'))).limit(rowLimit(1)).prepare());
 
   // Each filter is an equality on the leading column of an index that ends in id
   // (pets_status_idx, pets_category_idx, the primary key). `ids` binds one placeholder
@@ -149,7 +149,7 @@ function createQueries(db: Db): Queries {
     if (status) where.push(eq(pets.status, p('status')));
     if (category) where.push(eq(pets.categoryId, p('categoryId')));
     if (ids >= 0) where.push(inArray(pets.id, Array.from({ length: ids }, (_, i) => p(`id${i}`))));
-    return db.select().from(pets).where(and(...where)).orderBy(asc(pets.id)).limit(p('limit')).prepare();
+    return db.select().from(pets).where(and(...where)).orderBy(asc(pets.id)).limit(rowLimit('limit')).prepare();
   });
   const petById = prepared(() => db.select().from(pets).where(eq(pets.id, p('id'))).prepare());
   const insertPet = prepared(() =>
@@ -177,7 +177,7 @@ function createQueries(db: Db): Queries {
       .innerJoin(inventory, eq(inventory.petId, pets.id))
       .where(and(...where))
       .orderBy(asc(pets.id))
-      .limit(p('limit'))
+      .limit(rowLimit('limit'))
       .prepare();
   });
   const inventoryById = prepared(() =>
@@ -191,7 +191,7 @@ function createQueries(db: Db): Queries {
     const where: SQL[] = [gt(orders.id, p('after'))];
     if (customer) where.push(eq(orders.accountId, p('accountId')));
     if (byComplete) where.push(eq(orders.complete, p('complete')));
-    return db.select().from(orders).where(and(...where)).orderBy(asc(orders.id)).limit(p('limit')).prepare();
+    return db.select().from(orders).where(and(...where)).orderBy(asc(orders.id)).limit(rowLimit('limit')).prepare();
   });
   const orderById = byShape((customer: boolean) => {
     const where: SQL[] = [eq(orders.id, p('id'))];
@@ -214,7 +214,7 @@ function createQueries(db: Db): Queries {
       .select({ id: orders.id })
       .from(orders)
       .where(and(eq(orders.petId, p('petId')), eq(orders.complete, false)))
-      .limit(1)
+      .limit(rowLimit(1))
       .prepare(),
   );
 
@@ -255,7 +255,7 @@ function createQueries(db: Db): Queries {
       .from(messages)
       .where(and(eq(messages.status, 'queued'), lte(messages.createdAt, p('createdBefore'))))
       .orderBy(asc(messages.createdAt))
-      .limit(p('limit'));
+      .limit(rowLimit('limit'));
     return db
       .update(messages)
       .set({ status: 'sent', sentAt: bound('sentAt') })
