@@ -46,7 +46,8 @@ class Mutex {
 function byShape<S, A extends Array<boolean | number>>(build: (...has: A) => S): (...has: A) => S {
   const statements = new Map<string, S>();
   return (...has) => {
-    const shape = has.map(Number).join('-');
+    let shape = '';
+    for (const h of has) shape += `${Number(h)}-`;
     let statement = statements.get(shape);
     if (!statement) statements.set(shape, (statement = build(...has)));
     return statement;
@@ -314,8 +315,9 @@ function createQueries(db: Db): Queries {
     petInCategory: (categoryId) => petOfCategory().get({ id: categoryId })?.id ?? null,
 
     listPets(filter, page) {
-      const values: Record<string, unknown> = { ...page, status: filter.status, categoryId: filter.categoryId };
-      filter.ids?.forEach((id, i) => (values[`id${i}`] = id));
+      const values: Record<string, unknown> = { after: page.after, limit: page.limit, status: filter.status, categoryId: filter.categoryId };
+      const ids = filter.ids ?? [];
+      for (let i = 0; i < ids.length; i++) values[`id${i}`] = ids[i];
       return petPage(filter.status !== undefined, filter.categoryId !== undefined, filter.ids?.length ?? -1)
         .all(values)
         .map(toPet);

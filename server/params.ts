@@ -65,8 +65,10 @@ export function canonicalIntegers(operations: Record<string, OperationEntry>): R
         return next(validationFailed(`request/params/${param.name} must be an integer written in plain decimal digits`));
       }
     }
+    // Express 5 parses the query string again on every read of req.query: read it once.
+    const query = route.query.size > 0 ? req.query : {};
     for (const [name, kind] of route.query) {
-      const given = req.query[name];
+      const given = query[name];
       if (given === undefined) continue;
       const texts = (Array.isArray(given) ? given : [given]).flatMap((v) => (kind === 'list' ? textOf(v).split(',') : [textOf(v)]));
       if (!texts.every((text) => canonicalInteger.test(text))) {
