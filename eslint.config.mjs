@@ -58,9 +58,13 @@ export default tseslint.config(
     languageOptions: { sourceType: 'commonjs', globals: { module: 'writable' } },
   },
   {
-    // `npm start`'s CommonJS loader hook and its cache writer: plain Node, so they run before any TypeScript.
-    files: ['server/register-ts.cjs', 'server/start-cache.cjs'],
-    languageOptions: { sourceType: 'commonjs', globals: { require: 'readonly', process: 'readonly', __dirname: 'readonly' } },
+    // `npm start`'s CommonJS loader hook and its cache writer: plain Node, so they run
+    // before any TypeScript; the checkpoint thread's body, plain so a worker runs it as it is.
+    files: ['server/register-ts.cjs', 'server/start-cache.cjs', 'db/checkpoint-worker.cjs'],
+    languageOptions: {
+      sourceType: 'commonjs',
+      globals: { require: 'readonly', process: 'readonly', __dirname: 'readonly', setInterval: 'readonly', clearInterval: 'readonly' },
+    },
     rules: { '@typescript-eslint/no-require-imports': 'off' },
   },
 );

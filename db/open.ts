@@ -4,7 +4,8 @@
 // process, or in the cluster's primary before it forks.
 import type { Storage } from '../domain/storage';
 import { createStore } from '../domain/store';
-import { hasAppliedMigrations, migrateDatabase, openDatabase } from './client';
+import { startCheckpointer } from './checkpointer';
+import { hasAppliedMigrations, migrateDatabase, openDatabase, type Db } from './client';
 import { seedDemoData } from './seed';
 // PostgreSQL's driver and dialect are loaded only when DATABASE_URL asks for them:
 // loading them took about a tenth of a second of every SQLite start.
@@ -17,18 +18,31 @@ export interface DatabaseConfig {
   databaseUrl?: string | undefined;
 }
 
+/**
+ * How a long-running service opens SQLite: WAL checkpoints in their own thread
+ * (db/checkpointer.ts), whose failure `onError` hears. Scripts that open the database
+ * for a moment leave them to SQLite.
+ */
+export interface ServiceOptions {
+  checkpoints: { onError: (error: Error) => void };
+}
+
+const checkpointsOf = (db: Db, service: ServiceOptions | undefined) => (service ? startCheckpointer(db.$client, service.checkpoints) : null);
+
 /** Opens the database without touching its schema (a cluster worker, once the primary migrated). */
-export function openStorage(config: DatabaseConfig): Storage {
+export function openStorage(config: DatabaseConfig, service?: ServiceOptions): Storage {
   if (config.databaseUrl) {
     const { createPgStorage, openPgDatabase } = pg();
     return createPgStorage(openPgDatabase(config.databaseUrl));
   }
-  return createSqliteStorage(openDatabase(config.databasePath));
+  const db = openDatabase(config.databasePath);
+  return createSqliteStorage(db, checkpointsOf(db, service));
 }
 
 /** Migrates, seeds a brand-new database when asked, and returns the open storage. */
 export async function prepareStorage(
   config: DatabaseConfig & { seedDemoData: boolean },
+  service?: ServiceOptions,
 ): Promise<{ storage: Storage; seeded: { categories: number; pets: number } | null }> {
   let storage: Storage;
   let brandNew: boolean;
@@ -42,7 +56,7 @@ export async function prepareStorage(
     // Asked before migrating: afterwards every database looks used.
     brandNew = !hasAppliedMigrations(db);
     migrateDatabase(db);
-    storage = createSqliteStorage(db);
+    storage = createSqliteStorage(db, checkpointsOf(db, service));
   }
   const seeded = brandNew && config.seedDemoData ? await seedDemoData(createStore(storage)) : null;
   return { storage, seeded };

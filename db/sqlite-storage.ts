@@ -10,6 +10,7 @@ import { and, asc, eq, gt, inArray, isNull, lte, sql, type SQL } from 'drizzle-o
 import type { Database as SqliteDatabase } from 'better-sqlite3';
 import type { Queries, Storage, StoredIdempotency } from '../domain/storage';
 import type { Principal } from '../domain/types';
+import type { Checkpointer } from './checkpointer';
 import { bound, prepared, rowLimit, type Db } from './client';
 import { toAccount, toApiKey, toCategory, toMessage, toOrder, toPet } from './rows';
 import { accounts, apiKeys, categories, idempotencyKeys, inventory, messages, orders, pets, rateLimits } from './schema';
@@ -388,7 +389,8 @@ function createQueries(db: Db): Queries {
   };
 }
 
-export function createSqliteStorage(db: Db): Storage {
+/** `checkpointer`: the file's checkpoint thread (db/checkpointer.ts), stopped by close(). */
+export function createSqliteStorage(db: Db, checkpointer: Checkpointer | null = null): Storage {
   const sqlite: SqliteDatabase = db.$client;
   const mutex = new Mutex();
   const queries = createQueries(db);
@@ -468,6 +470,9 @@ export function createSqliteStorage(db: Db): Storage {
     }),
     async close() {
       await mutex.acquire();
+      // Stopped first, so that this connection is the file's last: closing it checkpoints
+      // what the log still holds and removes the log.
+      await checkpointer?.stop();
       sqlite.close();
     },
   };

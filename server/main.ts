@@ -3,7 +3,7 @@
 // drains (see server/http-server.ts), stops the worker, closes the database and exits 0.
 // With WEB_CONCURRENCY > 1 this process is the cluster's primary (server/cluster.ts).
 import cluster from 'node:cluster';
-import { openStorage, prepareStorage } from '../db/open';
+import { openStorage, prepareStorage, type ServiceOptions } from '../db/open';
 import { createApp } from './app';
 import { startPrimary } from './cluster';
 import { ConfigError, loadConfig, type Config } from './config';
@@ -17,7 +17,8 @@ async function main(): Promise<void> {
   // WEB_CONCURRENCY > 1: this process migrates, forks the workers and serves nothing itself.
   if (config.webConcurrency > 1 && cluster.isPrimary) return startPrimary(config, log);
   // A cluster worker finds the database migrated by its primary.
-  const storage = cluster.isWorker ? openStorage(config) : await prepareMigratedStorage(config, log);
+  const service = { checkpoints: { onError: (err: Error) => log.error({ err }, 'WAL checkpoint thread failed; commits checkpoint again') } };
+  const storage = cluster.isWorker ? openStorage(config, service) : await prepareMigratedStorage(config, log, service);
   const lifecycle = createLifecycle();
   const app = createApp({ storage, config, log, lifecycle });
   const http = createHttpServer(app, config, lifecycle, log);
@@ -53,8 +54,8 @@ async function main(): Promise<void> {
   process.on('SIGINT', () => void stop('SIGINT'));
 }
 
-async function prepareMigratedStorage(config: Config, log: Logger) {
-  const { storage, seeded } = await prepareStorage(config);
+async function prepareMigratedStorage(config: Config, log: Logger, service: ServiceOptions) {
+  const { storage, seeded } = await prepareStorage(config, service);
   if (seeded) log.info({ seeded }, 'New database: loaded the demo catalogue');
   return storage;
 }

@@ -1,0 +1,86 @@
+// WAL checkpoints run in their own thread, not inside the commits of requests
+// (db/checkpointer.ts; README "Performance", "Checkpoints").
+import { existsSync, mkdtempSync, rmSync, statSync, unlinkSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { startCheckpointer } from '../db/checkpointer';
+import { createDatabase } from '../db/client';
+import { createSqliteStorage } from '../db/sqlite-storage';
+
+const dir = mkdtempSync(join(tmpdir(), 'petstore-checkpoints-'));
+afterAll(() => rmSync(dir, { recursive: true, force: true }));
+
+let files = 0;
+const newFile = () => join(dir, `db-${++files}.sqlite`);
+const autoCheckpointPages = (db: ReturnType<typeof createDatabase>) => db.$client.pragma('wal_autocheckpoint', { simple: true });
+
+/** Commits about 1.5 MB, 500 rows of 3,000 characters, one commit each. */
+async function writeMuch(storage: ReturnType<typeof createSqliteStorage>) {
+  for (let i = 0; i < 500; i++) {
+    await storage.insertCategory({ name: `Category ${i}`, nameKey: `category ${i}`, description: 'x'.repeat(3000) });
+  }
+}
+
+/** Waits (at most 5 s) until `test` holds; returns whether it did. */
+async function eventually(test: () => boolean): Promise<boolean> {
+  for (let i = 0; i < 100 && !test(); i++) await new Promise((resolve) => setTimeout(resolve, 50));
+  return test();
+}
+
+describe('WAL checkpoints', () => {
+  it('leave the commits: the thread copies the log into the database file', async () => {
+    const path = newFile();
+    const db = createDatabase(path);
+    const storage = createSqliteStorage(db, startCheckpointer(db.$client, { intervalMs: 20 }));
+    // The commits themselves checkpoint only past 10000 pages (about 40 MB).
+    expect(autoCheckpointPages(db)).toBe(10_000);
+    const before = statSync(path).size;
+    await writeMuch(storage);
+    expect(await eventually(() => statSync(path).size > before + 1_000_000)).toBe(true);
+    await storage.close();
+  });
+
+  it('without the thread, the same commits leave the database file as it was until a checkpoint', async () => {
+    const path = newFile();
+    const db = createDatabase(path);
+    db.$client.pragma('wal_autocheckpoint = 10000');
+    const storage = createSqliteStorage(db);
+    const before = statSync(path).size;
+    await writeMuch(storage);
+    await new Promise((resolve) => setTimeout(resolve, 300));
+    expect(statSync(path).size).toBe(before);
+    await storage.close();
+  });
+
+  it('stop when the storage closes, which leaves no log behind', async () => {
+    const path = newFile();
+    const db = createDatabase(path);
+    const storage = createSqliteStorage(db, startCheckpointer(db.$client, { intervalMs: 20 }));
+    await writeMuch(storage);
+    expect(existsSync(`${path}-wal`)).toBe(true);
+    await storage.close();
+    // The last connection to close checkpoints and removes the log: the thread's was closed first.
+    expect(existsSync(`${path}-wal`)).toBe(false);
+  });
+
+  it('hand checkpoints back to the commits when the thread fails, and say why', async () => {
+    const path = newFile();
+    const db = createDatabase(path);
+    // The thread opens the file by name, and it is gone.
+    unlinkSync(path);
+    const errors: Error[] = [];
+    const checkpointer = startCheckpointer(db.$client, { onError: (error) => errors.push(error) });
+    expect(checkpointer).not.toBeNull();
+    expect(await eventually(() => errors.length > 0)).toBe(true);
+    expect(String(errors[0])).toMatch(/SQLITE_CANTOPEN: unable to open database file/);
+    expect(autoCheckpointPages(db)).toBe(1000);
+    await checkpointer!.stop();
+    db.$client.close();
+  });
+
+  it('are left to SQLite for a database in memory', () => {
+    const db = createDatabase(':memory:');
+    expect(startCheckpointer(db.$client)).toBeNull();
+    db.$client.close();
+  });
+});
