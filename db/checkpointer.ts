@@ -5,7 +5,9 @@
 // holding the event loop for milliseconds (up to 5 ms here) every 140 or so orders, with
 // every connection's requests waiting behind it. Here a worker thread with its own
 // connection runs the checkpoints instead, and the main connection checkpoints only as a
-// backstop, should the log ever reach 10000 pages (about 40 MB). Durability is as before:
+// backstop, at 10000 pages (about 40 MB): PASSIVE checkpoints cannot start the log over
+// while writes keep coming, so under steady writes it does get there, and then finds
+// most pages already copied. Durability is as before:
 // with synchronous=NORMAL a commit is durable once a checkpoint has synced it.
 import { join } from 'node:path';
 import { Worker } from 'node:worker_threads';
@@ -31,7 +33,9 @@ export function startCheckpointer(
 ): Checkpointer | null {
   if (sqlite.memory || sqlite.readonly) return null;
   sqlite.pragma(`wal_autocheckpoint = ${backstopPages}`);
-  const worker = new Worker(join(__dirname, 'checkpoint-worker.cjs'), { workerData: { path: sqlite.name, intervalMs } });
+  // execArgv: [] so the thread does not inherit the process's preloads (npm start's
+  // TypeScript hook among them): it runs one plain CommonJS file.
+  const worker = new Worker(join(__dirname, 'checkpoint-worker.cjs'), { workerData: { path: sqlite.name, intervalMs }, execArgv: [] });
   // The thread alone must never keep the process alive.
   worker.unref();
   const exited = new Promise<void>((resolve) => worker.once('exit', () => resolve()));
