@@ -52,6 +52,9 @@ export function startCheckpointer(
   worker.once('error', fail);
   return {
     async stop() {
+      // Held from here: a stopping process may have nothing else left on its event loop,
+      // and would otherwise exit before the thread and the rest of the shutdown finish.
+      worker.ref();
       worker.postMessage('stop');
       await exited;
       if (sqlite.open) sqlite.pragma(`wal_autocheckpoint = ${defaultAutoCheckpointPages}`);

@@ -1,5 +1,6 @@
 // WAL checkpoints run in their own thread, not inside the commits of requests
 // (db/checkpointer.ts; README "Performance", "Checkpoints").
+import { execFileSync } from 'node:child_process';
 import { existsSync, mkdtempSync, rmSync, statSync, unlinkSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -60,6 +61,21 @@ describe('WAL checkpoints', () => {
     expect(existsSync(`${path}-wal`)).toBe(true);
     await storage.close();
     // The last connection to close checkpoints and removes the log: the thread's was closed first.
+    expect(existsSync(`${path}-wal`)).toBe(false);
+  });
+
+  it('keep a closing process alive until the thread has stopped and the database is closed', () => {
+    const path = newFile();
+    // Nothing else is left on this process's event loop while the storage closes.
+    const script = `
+      const { createDatabase } = require('./db/client');
+      const { createSqliteStorage } = require('./db/sqlite-storage');
+      const { startCheckpointer } = require('./db/checkpointer');
+      const db = createDatabase(${JSON.stringify(path)});
+      const storage = createSqliteStorage(db, startCheckpointer(db.$client));
+      storage.close().then(() => console.log('closed'));`;
+    const out = execFileSync(process.execPath, ['-r', './server/register-ts.cjs', '-e', script], { cwd: join(__dirname, '..'), encoding: 'utf8' });
+    expect(out).toContain('closed');
     expect(existsSync(`${path}-wal`)).toBe(false);
   });
 
