@@ -17,7 +17,10 @@ async function main(): Promise<void> {
   // WEB_CONCURRENCY > 1: this process migrates, forks the workers and serves nothing itself.
   if (config.webConcurrency > 1 && cluster.isPrimary) return startPrimary(config, log);
   // A cluster worker finds the database migrated by its primary.
-  const service = { checkpoints: { onError: (err: Error) => log.error({ err }, 'WAL checkpoint thread failed; commits checkpoint again') } };
+  // SQLite's WAL checkpoints in a thread of their own (db/checkpointer.ts).
+  const service: ServiceOptions = {
+    checkpoints: { onError: (err) => log.error({ err }, 'WAL checkpoint thread failed; commits checkpoint again') },
+  };
   const storage = cluster.isWorker ? openStorage(config, service) : await prepareMigratedStorage(config, log, service);
   const lifecycle = createLifecycle();
   const app = createApp({ storage, config, log, lifecycle });
