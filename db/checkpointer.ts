@@ -7,8 +7,8 @@
 // connection runs the checkpoints instead, and the main connection checkpoints only as a
 // backstop, at 10000 pages (about 40 MB): PASSIVE checkpoints cannot start the log over
 // while writes keep coming, so under steady writes it does get there, and then finds
-// most pages already copied. Durability is as before:
-// with synchronous=NORMAL a commit is durable once a checkpoint has synced it.
+// most pages already copied. Durability is as before: with synchronous=NORMAL a commit
+// is durable once a checkpoint has synced it.
 import { join } from 'node:path';
 import { Worker } from 'node:worker_threads';
 import type { Database } from 'better-sqlite3';
