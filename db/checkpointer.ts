@@ -39,11 +39,15 @@ export function startCheckpointer(
   // The thread alone must never keep the process alive.
   worker.unref();
   const exited = new Promise<void>((resolve) => worker.once('exit', () => resolve()));
+  // The main connection takes its checkpoints back, unless it is closed already.
+  const checkpointInCommits = () => {
+    if (sqlite.open) sqlite.pragma(`wal_autocheckpoint = ${defaultAutoCheckpointPages}`);
+  };
   let failed = false;
   const fail = (error: Error) => {
     if (failed) return;
     failed = true;
-    if (sqlite.open) sqlite.pragma(`wal_autocheckpoint = ${defaultAutoCheckpointPages}`);
+    checkpointInCommits();
     onError(error);
   };
   worker.on('message', (message: { failed?: string }) => {
@@ -57,7 +61,7 @@ export function startCheckpointer(
       worker.ref();
       worker.postMessage('stop');
       await exited;
-      if (sqlite.open) sqlite.pragma(`wal_autocheckpoint = ${defaultAutoCheckpointPages}`);
+      checkpointInCommits();
     },
   };
 }

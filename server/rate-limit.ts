@@ -142,9 +142,9 @@ function limiter(name: RateLimiterName, store: Store, log: Logger, options: Limi
     } catch (err) {
       return next(err);
     }
-    // The memory store answers in a promise too; a store may also answer at once. The
-    // promise is returned, so that a drain waits for the database's answer (server/app.ts,
-    // inOneLayer).
+    // The memory store answers at once; the database's store, shared between processes,
+    // in a promise. That promise is returned, so that a drain waits for the database's
+    // answer (server/app.ts, inOneLayer).
     if (hit instanceof Promise) return hit.then((h) => decide(req, res, next, key, h), next);
     decide(req, res, next, key, hit);
   };
