@@ -73,7 +73,8 @@ describe('WAL checkpoints', () => {
       const { startCheckpointer } = require('./db/checkpointer');
       const db = createDatabase(${JSON.stringify(path)});
       const storage = createSqliteStorage(db, startCheckpointer(db.$client));
-      storage.close().then(() => console.log('closed'));`;
+      // Closed once the thread is up (it starts after this turn of the event loop).
+      setTimeout(() => storage.close().then(() => console.log('closed')), 200);`;
     const out = execFileSync(process.execPath, ['-r', './server/register-ts.cjs', '-e', script], { cwd: join(__dirname, '..'), encoding: 'utf8' });
     expect(out).toContain('closed');
     expect(existsSync(`${path}-wal`)).toBe(false);
