@@ -23,16 +23,20 @@ export interface Checkpointer {
 }
 
 /**
- * Starts the checkpoint thread for the file behind `sqlite`, or returns null for an
- * in-memory or read-only database. If the thread fails, `onError` hears why and the main
- * connection takes its checkpoints back (SQLite's default, every 1000 pages).
+ * Starts the checkpoint thread for the file behind `sqlite` after `startAfterMs`, or
+ * returns null for an in-memory or read-only database. If the thread fails, `onError`
+ * hears why and the main connection takes its checkpoints back (SQLite's default, every
+ * 1000 pages).
  */
 export function startCheckpointer(
   sqlite: Database,
-  { intervalMs = 100, onError = () => {} }: { intervalMs?: number; onError?: (error: Error) => void } = {},
+  {
+    intervalMs = 100,
+    startAfterMs = 1000,
+    onError = () => {},
+  }: { intervalMs?: number; startAfterMs?: number; onError?: (error: Error) => void } = {},
 ): Checkpointer | null {
   if (sqlite.memory || sqlite.readonly) return null;
-  sqlite.pragma(`wal_autocheckpoint = ${backstopPages}`);
   // The main connection takes its checkpoints back, unless it is closed already.
   const checkpointInCommits = () => {
     if (sqlite.open) sqlite.pragma(`wal_autocheckpoint = ${defaultAutoCheckpointPages}`);
@@ -46,9 +50,10 @@ export function startCheckpointer(
   };
   let worker: Worker | undefined;
   let exited = Promise.resolve();
-  // Started once the caller's synchronous start-up is over: a thread booting its own
-  // Node took CPU from the service's start (about 0.1 s of 0.7 s to a ready /healthz).
-  const starting = setImmediate(() => {
+  // Started a moment after the service: a thread booting its own Node took CPU from the
+  // service's start (about 0.1 s of 0.8 s to a ready /healthz, even once it listened).
+  // Until the thread is up, the commits checkpoint as SQLite does by default.
+  const starting = setTimeout(() => {
     // execArgv: [] so the thread does not inherit the process's preloads (npm start's
     // TypeScript hook among them): it runs one plain CommonJS file.
     const thread = new Worker(join(__dirname, 'checkpoint-worker.cjs'), { workerData: { path: sqlite.name, intervalMs }, execArgv: [] });
@@ -59,12 +64,15 @@ export function startCheckpointer(
       if (message.failed) fail(new Error(`WAL checkpoint thread: ${message.failed}`));
     });
     thread.once('error', fail);
+    thread.once('online', () => {
+      if (!failed && sqlite.open) sqlite.pragma(`wal_autocheckpoint = ${backstopPages}`);
+    });
     worker = thread;
-  });
+  }, startAfterMs);
   starting.unref();
   return {
     async stop() {
-      clearImmediate(starting);
+      clearTimeout(starting);
       // Held from here: a stopping process may have nothing else left on its event loop,
       // and would otherwise exit before the thread and the rest of the shutdown finish.
       worker?.ref();
