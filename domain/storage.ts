@@ -6,10 +6,12 @@
 //
 // Why an async domain over this port (rather than rules that run synchronously inside a
 // better-sqlite3 transaction): the rules are written once and awaited on both engines.
-// The SQLite storage makes that safe on its one connection by running `transaction(fn)` as
-// BEGIN IMMEDIATE ... COMMIT under an async mutex, and by making every operation outside a
-// transaction wait while one is open, so no other request's statement runs (or reads
-// uncommitted rows) inside it. tests/storage-interleaving.test.ts checks that.
+// The SQLite storage makes that safe on its one writing connection by running
+// `transaction(fn)` under an async mutex, so no other request's statement runs inside it,
+// and by reading outside transactions on a connection that sees only committed rows (in
+// memory, by making those reads wait). `transaction` resolves only once its writes are
+// committed. db/sqlite-storage.ts has the details (group commit);
+// tests/storage-interleaving.test.ts checks them.
 import type {
   Account,
   AccountWithSecret,

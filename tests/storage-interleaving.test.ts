@@ -1,8 +1,15 @@
-// The SQLite storage serves every request of a process on one connection while domain/
+// The SQLite storage writes for every request of a process on one connection while domain/
 // awaits between a rule's statements (domain/storage.ts explains why). These tests hold a
-// transaction open at an await, then check what other requests' operations see and do.
+// transaction open at an await, or start several in one turn, then check what other
+// requests' operations see and do: in memory (one connection) and on a file (a read
+// connection, and transactions sharing a COMMIT).
 // SQLite always, whichever engine the suite runs on: PostgreSQL gives each transaction its
 // own pooled connection, so there is nothing to interleave.
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import Database from 'better-sqlite3';
+import { createDatabase } from '../db/client';
 import { setupApp } from './helpers';
 
 /** A promise the test resolves when it chooses: the transaction waits on it mid-way. */
@@ -88,5 +95,120 @@ describe('a transaction held open at an await', () => {
     g.open();
     await Promise.all([first, second]);
     expect(steps).toEqual(['first:begin', 'first:end', 'second:begin', 'second:end']);
+  });
+});
+
+// On a file the storage has a second, read-only connection, and the transactions that
+// start in one turn of the event loop share one COMMIT (db/sqlite-storage.ts): reads never
+// wait, and no transaction answers before its COMMIT.
+describe('on a file: group commit and the read connection', () => {
+  const dir = mkdtempSync(join(tmpdir(), 'petstore-group-commit-'));
+  const path = join(dir, 'store.db');
+  const db = createDatabase(path);
+  const t = setupApp({ db });
+  // Another connection to the file, as another process would have.
+  const other = new Database(path, { readonly: true });
+  const stockSeenElsewhere = (id: number) => (other.prepare('select quantity from inventory where pet_id = ?').get(id) as { quantity: number }).quantity;
+  let petId: number;
+  let accountId: number;
+
+  beforeAll(async () => {
+    const category = await t.repos.categories.create({ name: 'Grouped' });
+    petId = (await t.repos.pets.create({ name: 'Batched', categoryId: category.id, status: 'available' })).id;
+    await t.repos.inventory.setQuantity(petId, 5);
+    accountId = (await t.repos.accounts.create({ email: 'group@example.com', passwordHash: 'unused', role: 'customer' }))!.id;
+  });
+  afterAll(async () => {
+    other.close();
+    await t.storage.close();
+    rmSync(dir, { recursive: true, force: true });
+  });
+
+  it('answers a read at once with the committed value while a transaction is open', async () => {
+    const g = gate();
+    const entered = gate();
+    const tx = t.storage.transaction(async (q) => {
+      await q.setStock(petId, 1);
+      entered.open();
+      await g.promise;
+    });
+    await entered.promise;
+    // Not a promise: the read connection does not wait for the writer.
+    const read = t.storage.findInventory(petId);
+    expect(read).not.toBeInstanceOf(Promise);
+    expect((read as Awaited<typeof read>)?.quantity).toBe(5);
+    g.open();
+    await tx;
+    expect((await t.storage.findInventory(petId))?.quantity).toBe(1);
+  });
+
+  it('answers a transaction only once its write is committed, seen by another connection', async () => {
+    const seen: number[] = [];
+    await Promise.all(
+      [2, 3, 4].map((n) =>
+        t.storage
+          .transaction(async (q) => {
+            await q.setStock(petId, n);
+            return n;
+          })
+          .then((m) => seen.push(m, stockSeenElsewhere(petId))),
+      ),
+    );
+    // Each learnt of its commit with the last of the three already on the file: one COMMIT.
+    expect(seen).toEqual([2, 4, 3, 4, 4, 4]);
+  });
+
+  it('rolls back only the transaction that throws; the others in its commit keep their writes', async () => {
+    const id = `msg_${'g'.repeat(24)}`;
+    const results = await Promise.allSettled([
+      t.storage.transaction(async (q) => q.setStock(petId, 7)),
+      t.storage.transaction(async (q) => {
+        await q.setPetStatus(petId, 'sold');
+        throw new Error('refused');
+      }),
+      t.storage.transaction(async (q) => q.insertMessage({ id, accountId, message: 'kept', createdAt: new Date().toISOString() })),
+    ]);
+    expect(results.map((r) => r.status)).toEqual(['fulfilled', 'rejected', 'fulfilled']);
+    expect(stockSeenElsewhere(petId)).toBe(7);
+    expect((await t.storage.findPet(petId))?.status).toBe('available');
+    expect((await t.storage.findMessage(accountId, id))?.message).toBe('kept');
+  });
+
+  it('fails every transaction of a COMMIT that fails, keeping none of their writes, and goes on', async () => {
+    const results = await Promise.allSettled([
+      t.storage.transaction(async (q) => q.setStock(petId, 8)),
+      t.storage.transaction(async (q) => {
+        // A foreign key checked only at COMMIT (until then, for this transaction only): the shared COMMIT fails.
+        db.$client.pragma('defer_foreign_keys = ON');
+        await q.insertMessage({ id: `msg_${'h'.repeat(24)}`, accountId: 999_999, message: 'orphan', createdAt: new Date().toISOString() });
+      }),
+    ]);
+    expect(results.map((r) => r.status)).toEqual(['rejected', 'rejected']);
+    expect(stockSeenElsewhere(petId)).toBe(7);
+    expect(await t.storage.findMessage(999_999, `msg_${'h'.repeat(24)}`)).toBeNull();
+    await t.storage.transaction(async (q) => q.setStock(petId, 9));
+    expect(stockSeenElsewhere(petId)).toBe(9);
+  });
+
+  it('lets a write outside a transaction wait for the open one, then commits it', async () => {
+    const g = gate();
+    const entered = gate();
+    const tx = t.storage.transaction(async (q) => {
+      await q.setStock(petId, 6);
+      entered.open();
+      await g.promise;
+    });
+    await entered.promise;
+    const id = `msg_${'i'.repeat(24)}`;
+    let settled = false;
+    const outside = Promise.resolve(t.storage.insertMessage({ id, accountId, message: 'after', createdAt: new Date().toISOString() })).then(
+      () => (settled = true),
+    );
+    await new Promise((r) => setImmediate(r));
+    expect(settled).toBe(false);
+    g.open();
+    await Promise.all([tx, outside]);
+    expect(other.prepare('select message from messages where id = ?').get(id)).toEqual({ message: 'after' });
+    expect(stockSeenElsewhere(petId)).toBe(6);
   });
 });
