@@ -7,12 +7,12 @@
 //
 // On a file, transactions share their COMMIT (group commit): the first to start opens
 // BEGIN IMMEDIATE, each runs in a SAVEPOINT of it (a throw rolls back its own writes
-// only), and the batch commits after its fourth transaction or at the end of the event
+// only), and the batch commits after its third transaction or at the end of the event
 // loop's turn, whichever comes first. No transaction answers before its COMMIT; a COMMIT
 // that fails fails every transaction in it. Reads outside a transaction run on a second,
 // read-only connection, which sees committed rows only and never waits for the writer;
 // a write outside a transaction runs at once, or joins the open batch as a transaction
-// of its own. README "Performance" has the measurements and why four.
+// of its own. README "Performance" has the measurements and why three.
 //
 // An in-memory database (the tests') cannot be opened twice: there each transaction is
 // BEGIN IMMEDIATE ... COMMIT alone, and every operation outside it waits while it is
@@ -495,11 +495,14 @@ export function createSqliteStorage(db: Db, checkpointer: Checkpointer | null = 
       mutex.release();
     }
   };
-  // Larger batches served more orders, but from five on V8 promoted about 2 MB of
-  // request objects per young-generation collection instead of 0.16 MB, each collection
-  // took 4-5 ms instead of about 1, and the POST's p99 grew past four times its p50
-  // (README "Performance").
-  const maxBatch = 4;
+  // At most three transactions per COMMIT. Larger batches served more orders, but while
+  // a transaction waits for its COMMIT its request stays in the young generation, and V8
+  // then promoted far more per scavenge: under POST load 0.16 MB with batches of three or
+  // four, about 2 MB with five or more (scavenges of 4-5 ms instead of 1, and the POST's
+  // p99 past four times its p50); under the bench's mix of GETs and orders, where the
+  // GETs run while an order waits, the peak RSS grew with traffic from four on (README
+  // "Performance").
+  const maxBatch = 3;
 
   async function transaction<T>(work: (tx: Queries) => Promise<T>): Promise<T> {
     await mutex.acquire();
