@@ -158,6 +158,20 @@ describe('on a file: group commit and the read connection', () => {
     expect(seen).toEqual([2, 4, 3, 4, 4, 4]);
   });
 
+  it('commits at most three transactions together: a fourth waits for the next COMMIT', async () => {
+    const ids = [1, 2, 3, 4].map((n) => `msg_${String(n).repeat(24)}`);
+    const seenAtAnswer: number[] = [];
+    const count = () => (other.prepare('select count(*) as n from messages where id in (?, ?, ?, ?)').get(...ids) as { n: number }).n;
+    await Promise.all(
+      ids.map((id) =>
+        t.storage
+          .transaction(async (q) => q.insertMessage({ id, accountId, message: 'grouped', createdAt: new Date().toISOString() }))
+          .then(() => seenAtAnswer.push(count())),
+      ),
+    );
+    expect(seenAtAnswer).toEqual([3, 3, 3, 4]);
+  });
+
   it('rolls back only the transaction that throws; the others in its commit keep their writes', async () => {
     const id = `msg_${'g'.repeat(24)}`;
     const results = await Promise.allSettled([
