@@ -445,7 +445,8 @@ class Batch {
       this.resolve = resolve;
       this.reject = reject;
     });
-    // Awaited by every member that succeeded; none may be left, and then no one hears.
+    // Only the members whose work succeeded await it. When none did, a failed COMMIT
+    // would otherwise be an unhandled rejection.
     this.committed.catch(() => {});
   }
 }
