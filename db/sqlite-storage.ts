@@ -498,11 +498,11 @@ export function createSqliteStorage(db: Db, checkpointer: Checkpointer | null = 
   };
   // At most three transactions per COMMIT. Larger batches served more orders, but while
   // a transaction waits for its COMMIT its request stays in the young generation, and V8
-  // then promoted far more per scavenge: under POST load 0.16 MB with batches of three or
-  // four, about 2 MB with five or more (scavenges of 4-5 ms instead of 1, and the POST's
-  // p99 past four times its p50); under the bench's mix of GETs and orders, where the
-  // GETs run while an order waits, the peak RSS grew with traffic from four on (README
-  // "Performance").
+  // could fall into promoting far more per scavenge: under POST load 0.16 MB with
+  // batches of three or four, about 2 MB without a limit and in three runs of four with
+  // five (scavenges of 4-5 ms instead of 1, and the POST's p99 past four times its p50);
+  // under the bench's mix of GETs and orders, where the GETs run while an order waits,
+  // the peak RSS grew with traffic from four on (README "Performance").
   const maxBatch = 3;
 
   async function transaction<T>(work: (tx: Queries) => Promise<T>): Promise<T> {
