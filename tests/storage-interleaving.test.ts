@@ -10,6 +10,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import Database from 'better-sqlite3';
 import { createDatabase } from '../db/client';
+import type { Queries, Storage } from '../domain/storage';
 import { setupApp } from './helpers';
 
 /** A promise the test resolves when it chooses: the transaction waits on it mid-way. */
@@ -17,6 +18,23 @@ function gate() {
   let open!: () => void;
   const promise = new Promise<void>((resolve) => (open = resolve));
   return { promise, open };
+}
+
+/**
+ * Starts a transaction that runs `first`, then holds it open until `release()` (and runs
+ * `last` if given, whose throw rolls it back); resolves once it is holding.
+ */
+async function holdOpen(storage: Storage, first: (q: Queries) => unknown, last?: () => void) {
+  const g = gate();
+  const entered = gate();
+  const tx = storage.transaction(async (q) => {
+    await first(q);
+    entered.open();
+    await g.promise;
+    last?.();
+  });
+  await entered.promise;
+  return { tx, release: g.open };
 }
 
 describe('a transaction held open at an await', () => {
@@ -32,38 +50,31 @@ describe('a transaction held open at an await', () => {
   });
 
   it('hides its uncommitted write from a read outside it, which sees the committed value', async () => {
-    const g = gate();
-    const entered = gate();
-    const tx = t.storage.transaction(async (q) => {
+    const { tx, release } = await holdOpen(t.storage, async (q) => {
       await q.lockStock(petId);
       await q.setStock(petId, 1);
-      entered.open();
-      await g.promise;
     });
-    await entered.promise;
     const read = Promise.resolve(t.storage.findInventory(petId));
     // Let the read run if it could: it must still be waiting for the commit.
     let settled = false;
     void read.then(() => (settled = true));
     await new Promise((r) => setImmediate(r));
     expect(settled).toBe(false);
-    g.open();
+    release();
     await tx;
     expect((await read)?.quantity).toBe(1);
   });
 
   it('keeps a write made outside it when it rolls back', async () => {
-    const g = gate();
-    const entered = gate();
-    const tx = t.storage.transaction(async (q) => {
-      await q.setStock(petId, 3);
-      entered.open();
-      await g.promise;
-      throw new Error('roll back');
-    });
-    await entered.promise;
+    const { tx, release } = await holdOpen(
+      t.storage,
+      (q) => q.setStock(petId, 3),
+      () => {
+        throw new Error('roll back');
+      },
+    );
     const outside = Promise.resolve(t.storage.insertMessage({ id: `msg_${'a'.repeat(24)}`, accountId, message: 'kept', createdAt: new Date().toISOString() }));
-    g.open();
+    release();
     await expect(tx).rejects.toThrow('roll back');
     await outside;
     expect((await t.storage.findMessage(accountId, `msg_${'a'.repeat(24)}`))?.message).toBe('kept');
@@ -125,19 +136,12 @@ describe('on a file: group commit and the read connection', () => {
   });
 
   it('answers a read at once with the committed value while a transaction is open', async () => {
-    const g = gate();
-    const entered = gate();
-    const tx = t.storage.transaction(async (q) => {
-      await q.setStock(petId, 1);
-      entered.open();
-      await g.promise;
-    });
-    await entered.promise;
+    const { tx, release } = await holdOpen(t.storage, (q) => q.setStock(petId, 1));
     // Not a promise: the read connection does not wait for the writer.
     const read = t.storage.findInventory(petId);
     expect(read).not.toBeInstanceOf(Promise);
     expect((read as Awaited<typeof read>)?.quantity).toBe(5);
-    g.open();
+    release();
     await tx;
     expect((await t.storage.findInventory(petId))?.quantity).toBe(1);
   });
@@ -205,14 +209,7 @@ describe('on a file: group commit and the read connection', () => {
   });
 
   it('lets a write outside a transaction wait for the open one, then commits it', async () => {
-    const g = gate();
-    const entered = gate();
-    const tx = t.storage.transaction(async (q) => {
-      await q.setStock(petId, 6);
-      entered.open();
-      await g.promise;
-    });
-    await entered.promise;
+    const { tx, release } = await holdOpen(t.storage, (q) => q.setStock(petId, 6));
     const id = `msg_${'i'.repeat(24)}`;
     let settled = false;
     const outside = Promise.resolve(t.storage.insertMessage({ id, accountId, message: 'after', createdAt: new Date().toISOString() })).then(
@@ -220,7 +217,7 @@ describe('on a file: group commit and the read connection', () => {
     );
     await new Promise((r) => setImmediate(r));
     expect(settled).toBe(false);
-    g.open();
+    release();
     await Promise.all([tx, outside]);
     expect(other.prepare('select message from messages where id = ?').get(id)).toEqual({ message: 'after' });
     expect(stockSeenElsewhere(petId)).toBe(6);
