@@ -7,12 +7,12 @@
 //
 // On a file, transactions share their COMMIT (group commit): the first to start opens
 // BEGIN IMMEDIATE, each runs in a SAVEPOINT of it (a throw rolls back its own writes
-// only), and the batch commits after its third transaction or at the end of the event
+// only), and the batch commits after its second transaction or at the end of the event
 // loop's turn, whichever comes first. No transaction answers before its COMMIT; a COMMIT
 // that fails fails every transaction in it. Reads outside a transaction run on a second,
 // read-only connection, which sees committed rows only and never waits for the writer;
 // a write outside a transaction runs at once, or joins the open batch as a transaction
-// of its own. README "Performance" has the measurements and why three.
+// of its own. README "Performance" has the measurements and why two.
 //
 // An in-memory database (the tests') cannot be opened twice: there each transaction is
 // BEGIN IMMEDIATE ... COMMIT alone, and every operation outside it waits while it is
@@ -496,14 +496,16 @@ export function createSqliteStorage(db: Db, checkpointer: Checkpointer | null = 
       mutex.release();
     }
   };
-  // At most three transactions per COMMIT. Larger batches served more orders, but while
+  // At most two transactions per COMMIT. Larger batches served more orders, but while
   // a transaction waits for its COMMIT its request stays in the young generation, and V8
   // could fall into promoting far more per scavenge: under POST load 0.16 MB with
   // batches of three or four, about 2 MB without a limit and in three runs of four with
-  // five (scavenges of 4-5 ms instead of 1, and the POST's p99 past four times its p50);
-  // under the bench's mix of GETs and orders, where the GETs run while an order waits,
-  // the peak RSS grew with traffic from four on (README "Performance").
-  const maxBatch = 3;
+  // five (scavenges of 4-5 ms instead of 1, and the POST's p99 past four times its p50).
+  // Under the bench's mix of GETs and orders, where the GETs run while an order waits,
+  // the peak RSS grew with traffic in two of six runs with three (1.32 and 1.33 times
+  // the first 100k's) and in every run with four; with two it stayed at 0.94 to 0.95
+  // (README "Performance").
+  const maxBatch = 2;
 
   async function transaction<T>(work: (tx: Queries) => Promise<T>): Promise<T> {
     await mutex.acquire();
