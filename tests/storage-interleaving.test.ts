@@ -11,7 +11,7 @@ import { join } from 'node:path';
 import Database from 'better-sqlite3';
 import { createDatabase } from '../db/client';
 import type { Queries, Storage } from '../domain/storage';
-import { setupApp } from './helpers';
+import { setupApp, type TestApp } from './helpers';
 
 /** A promise the test resolves when it chooses: the transaction waits on it mid-way. */
 function gate() {
@@ -37,16 +37,22 @@ async function holdOpen(storage: Storage, first: (q: Queries) => unknown, last?:
   return { tx, release: g.open };
 }
 
+/** A pet with 5 in stock and a customer account, named after the test group. */
+async function seedPetAndCustomer(t: TestApp, name: string) {
+  const category = await t.repos.categories.create({ name });
+  const petId = (await t.repos.pets.create({ name: `${name} pet`, categoryId: category.id, status: 'available' })).id;
+  await t.repos.inventory.setQuantity(petId, 5);
+  const accountId = (await t.repos.accounts.create({ email: `${name.toLowerCase()}@example.com`, passwordHash: 'unused', role: 'customer' }))!.id;
+  return { petId, accountId };
+}
+
 describe('a transaction held open at an await', () => {
   const t = setupApp({ databasePath: ':memory:' });
   let petId: number;
   let accountId: number;
 
   beforeAll(async () => {
-    const category = await t.repos.categories.create({ name: 'Interleaving' });
-    petId = (await t.repos.pets.create({ name: 'Held', categoryId: category.id, status: 'available' })).id;
-    await t.repos.inventory.setQuantity(petId, 5);
-    accountId = (await t.repos.accounts.create({ email: 'interleave@example.com', passwordHash: 'unused', role: 'customer' }))!.id;
+    ({ petId, accountId } = await seedPetAndCustomer(t, 'Interleaving'));
   });
 
   it('hides its uncommitted write from a read outside it, which sees the committed value', async () => {
@@ -124,10 +130,7 @@ describe('on a file: group commit and the read connection', () => {
   let accountId: number;
 
   beforeAll(async () => {
-    const category = await t.repos.categories.create({ name: 'Grouped' });
-    petId = (await t.repos.pets.create({ name: 'Batched', categoryId: category.id, status: 'available' })).id;
-    await t.repos.inventory.setQuantity(petId, 5);
-    accountId = (await t.repos.accounts.create({ email: 'group@example.com', passwordHash: 'unused', role: 'customer' }))!.id;
+    ({ petId, accountId } = await seedPetAndCustomer(t, 'Grouped'));
   });
   afterAll(async () => {
     other.close();
