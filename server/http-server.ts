@@ -75,6 +75,41 @@ function messageClasses(app: RequestListener): { IncomingMessage?: typeof Incomi
   return { IncomingMessage: Request as unknown as typeof IncomingMessage, ServerResponse: Response as unknown as typeof ServerResponse };
 }
 
+/**
+ * The responses in flight, for drain(): slots that are reused, each cleared when its
+ * response closes. Not a Set. A Set with a response added and deleted per request rebuilt
+ * its table every few dozen requests, and V8 leaves a replaced table pointing at its
+ * successor and at the entries it held. Once one of those tables had lived long enough to
+ * reach the old generation (more requests waiting at once, as orders waiting for their
+ * COMMIT are), each later table and every response in it stayed alive through it until
+ * the next full collection: a sixth of what a request allocated was promoted, with
+ * scavenges of 4-5 ms instead of 1, and peak RSS grew with traffic (README "Performance").
+ */
+class InFlight {
+  private readonly slots: Array<ServerResponse | undefined> = [];
+  // Slot numbers only: small integers, which hold nothing alive.
+  private readonly free: number[] = [];
+
+  add(res: ServerResponse): number {
+    const slot = this.free.pop() ?? this.slots.length;
+    this.slots[slot] = res;
+    return slot;
+  }
+
+  delete(slot: number): void {
+    this.slots[slot] = undefined;
+    this.free.push(slot);
+  }
+
+  get size(): number {
+    return this.slots.length - this.free.length;
+  }
+
+  *[Symbol.iterator](): IterableIterator<ServerResponse> {
+    for (const res of this.slots) if (res) yield res;
+  }
+}
+
 export function createHttpServer(app: RequestListener, config: ServerLimits, lifecycle: Lifecycle, log: Logger): HttpService {
   const server = createServer(
     {
@@ -117,13 +152,13 @@ export function createHttpServer(app: RequestListener, config: ServerLimits, lif
     );
   });
 
-  const inFlight = new Set<ServerResponse>();
+  const inFlight = new InFlight();
   // Requests that arrive while draining are told `Connection: close` by the app
   // (server/app.ts); the ones already in flight when it starts, by drain() below.
   server.on('request', (_req, res: ServerResponse) => {
-    inFlight.add(res);
+    const slot = inFlight.add(res);
     res.once('close', () => {
-      inFlight.delete(res);
+      inFlight.delete(slot);
       // A keep-alive socket whose response had already started when the drain began:
       // idle now, so close it rather than wait for its next request or the timeout.
       if (lifecycle.draining) setImmediate(() => server.closeIdleConnections());
