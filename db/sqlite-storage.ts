@@ -5,14 +5,15 @@
 // the statements of a rule. So `transaction(work)` runs under an async mutex, and no
 // other request's statement lands inside an open transaction.
 //
-// On a file, transactions share their COMMIT (group commit): the first to start opens
-// BEGIN IMMEDIATE, each runs in a SAVEPOINT of it (a throw rolls back its own writes
-// only), and the batch commits after its second transaction or at the end of the event
-// loop's turn, whichever comes first. No transaction answers before its COMMIT; a COMMIT
-// that fails fails every transaction in it. Reads outside a transaction run on a second,
-// read-only connection, which sees committed rows only and never waits for the writer;
-// a write outside a transaction runs at once, or joins the open batch as a transaction
-// of its own. README "Performance" has the measurements and why two.
+// On a file, the transactions started in one turn of the event loop run together at its
+// end (setImmediate), one after another, and share their COMMIT (group commit): the first
+// opens BEGIN IMMEDIATE, each runs in a SAVEPOINT of it (a throw rolls back its own
+// writes only), and the batch commits after every sixteenth and after the last. No
+// transaction answers before its COMMIT; a COMMIT that fails fails every transaction in
+// it. Reads outside a transaction run on a second, read-only connection, which sees
+// committed rows only and never waits for the writer; a write outside a transaction runs
+// at once, or joins the open batch as a transaction of its own. README "Performance"
+// has the measurements.
 //
 // An in-memory database (the tests') cannot be opened twice: there each transaction is
 // BEGIN IMMEDIATE ... COMMIT alone, and every operation outside it waits while it is
@@ -44,6 +45,11 @@ class Mutex {
       return;
     }
     await new Promise<void>((resolve) => this.waiting.push(resolve));
+  }
+
+  /** Whether someone waits for the lock. */
+  get queued(): boolean {
+    return this.waiting.length > 0;
   }
 
   release(): void {
@@ -486,28 +492,23 @@ export function createSqliteStorage(db: Db, checkpointer: Checkpointer | null = 
       batch.reject(error);
     }
   };
-  let flushPending = false;
-  const flush = async () => {
-    flushPending = false;
-    await mutex.acquire();
-    try {
-      commitOpen();
-    } finally {
-      mutex.release();
-    }
-  };
-  // At most two transactions per COMMIT. Larger batches served more orders, but while
-  // a transaction waits for its COMMIT its request stays in the young generation, and V8
-  // could fall into promoting far more per scavenge: under POST load 0.16 MB with
-  // batches of three or four, about 2 MB without a limit and in three runs of four with
-  // five (scavenges of 4-5 ms instead of 1, and the POST's p99 past four times its p50).
-  // Under the bench's mix of GETs and orders, where the GETs run while an order waits,
-  // the peak RSS grew with traffic in two of six runs with three (1.32 and 1.33 times
-  // the first 100k's) and in every run with four; with two it stayed at 0.94 to 0.95
-  // (README "Performance").
-  const maxBatch = 2;
+  // The transactions started in this turn of the event loop wait for its end. Run there
+  // one after another, SQLite's code and pages stay in the CPU's caches from one to the
+  // next; run as their requests arrived, between everything else those requests do, each
+  // cost several times as much (README "Performance").
+  let turnEnd: Promise<void> | null = null;
+  const endOfTurn = () =>
+    (turnEnd ??= new Promise<void>((resolve) =>
+      setImmediate(() => {
+        turnEnd = null;
+        resolve();
+      }),
+    ));
+  // At most sixteen transactions per COMMIT, so that one COMMIT that fails fails no more.
+  const maxBatch = 16;
 
   async function transaction<T>(work: (tx: Queries) => Promise<T>): Promise<T> {
+    if (reader) await endOfTurn();
     await mutex.acquire();
     if (!reader) {
       try {
@@ -532,10 +533,6 @@ export function createSqliteStorage(db: Db, checkpointer: Checkpointer | null = 
       if (!open) {
         begin.run();
         open = new Batch();
-        if (!flushPending) {
-          flushPending = true;
-          setImmediate(() => void flush());
-        }
       }
       batch = open;
       savepoint.run();
@@ -553,6 +550,8 @@ export function createSqliteStorage(db: Db, checkpointer: Checkpointer | null = 
       releaseSavepoint.run();
       if (++batch.size >= maxBatch) commitOpen();
     } finally {
+      // The last of the turn's transactions commits the batch: no other will join it.
+      if (!mutex.queued) commitOpen();
       mutex.release();
     }
     await batch.committed;
@@ -627,8 +626,9 @@ export function createSqliteStorage(db: Db, checkpointer: Checkpointer | null = 
           ping.get();
         }),
     async close() {
-      await flush();
       await mutex.acquire();
+      // A batch its last transaction left open, since this close waited for the lock.
+      commitOpen();
       reader?.$client.close();
       // Stopped first, so that this connection is the file's last: closing it checkpoints
       // what the log still holds and removes the log.

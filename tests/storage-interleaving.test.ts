@@ -116,8 +116,8 @@ describe('a transaction held open at an await', () => {
 });
 
 // On a file the storage has a second, read-only connection, and the transactions that
-// start in one turn of the event loop share one COMMIT (db/sqlite-storage.ts): reads never
-// wait, and no transaction answers before its COMMIT.
+// start in one turn of the event loop run at its end and share one COMMIT
+// (db/sqlite-storage.ts): reads never wait, and no transaction answers before its COMMIT.
 describe('on a file: group commit and the read connection', () => {
   const dir = mkdtempSync(join(tmpdir(), 'petstore-group-commit-'));
   const path = join(dir, 'store.db');
@@ -161,14 +161,32 @@ describe('on a file: group commit and the read connection', () => {
           .then((m) => seen.push(m, stockSeenElsewhere(petId))),
       ),
     );
-    // The first two share a COMMIT and learn of it with the second's write on the file; the third commits alone.
-    expect(seen).toEqual([2, 3, 3, 3, 4, 4]);
+    // Started in one turn, the three share one COMMIT: each learns of it with the last one's write on the file.
+    expect(seen).toEqual([2, 4, 3, 4, 4, 4]);
   });
 
-  it('commits at most two transactions together: a third waits for the next COMMIT', async () => {
-    const ids = [1, 2, 3].map((n) => `msg_${String(n).repeat(24)}`);
+  it('runs the transactions started in a turn of the event loop at its end, in the order they started', async () => {
+    const steps: string[] = [];
+    const started = ['a', 'b'].map((name) =>
+      t.storage.transaction(async (q) => {
+        steps.push(`${name}:begin`);
+        await q.lockStock(petId);
+        steps.push(`${name}:end`);
+      }),
+    );
+    // Twenty turns of the microtask queue, far more than either needs to run whole when
+    // started at once, and still within this turn of the event loop: neither has begun.
+    for (let i = 0; i < 20; i++) await Promise.resolve();
+    expect(steps).toEqual([]);
+    await Promise.all(started);
+    expect(steps).toEqual(['a:begin', 'a:end', 'b:begin', 'b:end']);
+  });
+
+  it('commits at most sixteen transactions together: a seventeenth waits for the next COMMIT', async () => {
+    const ids = Array.from({ length: 17 }, (_, n) => `msg_${String(n).padStart(24, 'c')}`);
     const seenAtAnswer: number[] = [];
-    const count = () => (other.prepare('select count(*) as n from messages where id in (?, ?, ?)').get(...ids) as { n: number }).n;
+    const count = () =>
+      (other.prepare(`select count(*) as n from messages where id in (${ids.map(() => '?').join(', ')})`).get(...ids) as { n: number }).n;
     await Promise.all(
       ids.map((id) =>
         t.storage
@@ -176,7 +194,7 @@ describe('on a file: group commit and the read connection', () => {
           .then(() => seenAtAnswer.push(count())),
       ),
     );
-    expect(seenAtAnswer).toEqual([2, 2, 3]);
+    expect(seenAtAnswer).toEqual([...Array<number>(16).fill(16), 17]);
   });
 
   it('rolls back only the transaction that throws; the others in its commit keep their writes', async () => {
