@@ -82,7 +82,7 @@ function messageClasses(app: RequestListener): { IncomingMessage?: typeof Incomi
  * successor and at the entries it held. Once one of those tables had lived long enough to
  * reach the old generation (more requests waiting at once, as orders waiting for their
  * COMMIT are), each later table and every response in it stayed alive through it until
- * the next full collection: a sixth of what a request allocated was promoted, with
+ * the next full collection: an eighth of what a request allocated was promoted, with
  * scavenges of 4-5 ms instead of 1, and peak RSS grew with traffic (README "Performance").
  */
 class InFlight {
