@@ -666,10 +666,12 @@ export interface components {
              *     - `rate_limited` 429.
              *     - `internal_error` 500: a failure on the service's side.
              *     - `not_implemented` 501: the operation is in the contract but not served yet.
-             *     - `unavailable` 503: the database does not answer.
+             *     - `unavailable` 503: the database does not answer; retry after `Retry-After`.
+             *     - `storage_unavailable` 503: a write could not be made durable (full disk, I/O
+             *       error) and was not stored; retry after `Retry-After`.
              * @enum {string}
              */
-            code: "bad_request" | "invalid_json" | "invalid_content_type" | "validation_failed" | "unauthorized" | "forbidden" | "not_found" | "method_not_allowed" | "conflict" | "pet_not_available" | "insufficient_stock" | "pet_has_open_orders" | "category_in_use" | "order_completed" | "idempotency_key_reused" | "request_timeout" | "precondition_failed" | "payload_too_large" | "range_not_satisfiable" | "headers_too_large" | "pet_not_found" | "category_not_found" | "rate_limited" | "internal_error" | "not_implemented" | "unavailable";
+            code: "bad_request" | "invalid_json" | "invalid_content_type" | "validation_failed" | "unauthorized" | "forbidden" | "not_found" | "method_not_allowed" | "conflict" | "pet_not_available" | "insufficient_stock" | "pet_has_open_orders" | "category_in_use" | "order_completed" | "idempotency_key_reused" | "request_timeout" | "precondition_failed" | "payload_too_large" | "range_not_satisfiable" | "headers_too_large" | "pet_not_found" | "category_not_found" | "rate_limited" | "internal_error" | "not_implemented" | "unavailable" | "storage_unavailable";
             /** @description Human-readable description; never a stack trace. */
             message: string;
             /**
@@ -942,9 +944,10 @@ export interface components {
                 "application/json": components["schemas"]["Error"];
             };
         };
-        /** @description `unavailable`: the database does not answer. */
+        /** @description The service cannot do this now, and says when to try again in `Retry-After`: `unavailable` when the database does not answer (PostgreSQL down or restarting), `storage_unavailable` when a write cannot be made durable (a full disk or an I/O error on the database file). Nothing was stored: a write answered 503 may be retried as it is. Reads keep working while writes are refused. */
         Unavailable: {
             headers: {
+                "Retry-After": components["headers"]["RetryAfter"];
                 "RateLimit-Policy": components["headers"]["RateLimitPolicy"];
                 RateLimit: components["headers"]["RateLimit"];
                 "X-Request-Id": components["headers"]["XRequestId"];
@@ -1023,7 +1026,7 @@ export interface components {
         WWWAuthenticate: string;
         /** @description The methods the path supports. */
         Allow: string;
-        /** @description Seconds to wait before retrying, at most the one-minute window. */
+        /** @description Seconds to wait before retrying (at most a minute). */
         RetryAfter: number;
         /** @description The IETF RateLimit-Policy header, for example `"default";q=600;w=60`. */
         RateLimitPolicy: string;
@@ -1081,6 +1084,7 @@ export interface operations {
             401: components["responses"]["Unauthorized"];
             429: components["responses"]["TooManyRequests"];
             500: components["responses"]["InternalError"];
+            503: components["responses"]["Unavailable"];
         };
     };
     createPet: {
@@ -1112,6 +1116,7 @@ export interface operations {
             422: components["responses"]["CategoryNotFound"];
             429: components["responses"]["TooManyRequests"];
             500: components["responses"]["InternalError"];
+            503: components["responses"]["Unavailable"];
         };
     };
     getPetById: {
@@ -1146,6 +1151,7 @@ export interface operations {
             404: components["responses"]["NotFound"];
             429: components["responses"]["TooManyRequests"];
             500: components["responses"]["InternalError"];
+            503: components["responses"]["Unavailable"];
         };
     };
     updatePet: {
@@ -1180,6 +1186,7 @@ export interface operations {
             422: components["responses"]["CategoryNotFound"];
             429: components["responses"]["TooManyRequests"];
             500: components["responses"]["InternalError"];
+            503: components["responses"]["Unavailable"];
         };
     };
     deletePet: {
@@ -1211,6 +1218,7 @@ export interface operations {
             409: components["responses"]["Conflict"];
             429: components["responses"]["TooManyRequests"];
             500: components["responses"]["InternalError"];
+            503: components["responses"]["Unavailable"];
         };
     };
     listCategories: {
@@ -1244,6 +1252,7 @@ export interface operations {
             401: components["responses"]["Unauthorized"];
             429: components["responses"]["TooManyRequests"];
             500: components["responses"]["InternalError"];
+            503: components["responses"]["Unavailable"];
         };
     };
     createCategory: {
@@ -1275,6 +1284,7 @@ export interface operations {
             413: components["responses"]["PayloadTooLarge"];
             429: components["responses"]["TooManyRequests"];
             500: components["responses"]["InternalError"];
+            503: components["responses"]["Unavailable"];
         };
     };
     getCategory: {
@@ -1306,6 +1316,7 @@ export interface operations {
             404: components["responses"]["NotFound"];
             429: components["responses"]["TooManyRequests"];
             500: components["responses"]["InternalError"];
+            503: components["responses"]["Unavailable"];
         };
     };
     updateCategory: {
@@ -1340,6 +1351,7 @@ export interface operations {
             413: components["responses"]["PayloadTooLarge"];
             429: components["responses"]["TooManyRequests"];
             500: components["responses"]["InternalError"];
+            503: components["responses"]["Unavailable"];
         };
     };
     deleteCategory: {
@@ -1371,6 +1383,7 @@ export interface operations {
             409: components["responses"]["Conflict"];
             429: components["responses"]["TooManyRequests"];
             500: components["responses"]["InternalError"];
+            503: components["responses"]["Unavailable"];
         };
     };
     listInventory: {
@@ -1406,6 +1419,7 @@ export interface operations {
             401: components["responses"]["Unauthorized"];
             429: components["responses"]["TooManyRequests"];
             500: components["responses"]["InternalError"];
+            503: components["responses"]["Unavailable"];
         };
     };
     getInventoryItem: {
@@ -1437,6 +1451,7 @@ export interface operations {
             404: components["responses"]["NotFound"];
             429: components["responses"]["TooManyRequests"];
             500: components["responses"]["InternalError"];
+            503: components["responses"]["Unavailable"];
         };
     };
     updateInventory: {
@@ -1479,6 +1494,7 @@ export interface operations {
             413: components["responses"]["PayloadTooLarge"];
             429: components["responses"]["TooManyRequests"];
             500: components["responses"]["InternalError"];
+            503: components["responses"]["Unavailable"];
         };
     };
     listOrders: {
@@ -1514,6 +1530,7 @@ export interface operations {
             401: components["responses"]["Unauthorized"];
             429: components["responses"]["TooManyRequests"];
             500: components["responses"]["InternalError"];
+            503: components["responses"]["Unavailable"];
         };
     };
     placeOrder: {
@@ -1570,6 +1587,7 @@ export interface operations {
             422: components["responses"]["PetNotFound"];
             429: components["responses"]["TooManyRequests"];
             500: components["responses"]["InternalError"];
+            503: components["responses"]["Unavailable"];
         };
     };
     getOrder: {
@@ -1601,6 +1619,7 @@ export interface operations {
             404: components["responses"]["NotFound"];
             429: components["responses"]["TooManyRequests"];
             500: components["responses"]["InternalError"];
+            503: components["responses"]["Unavailable"];
         };
     };
     cancelOrder: {
@@ -1631,6 +1650,7 @@ export interface operations {
             409: components["responses"]["Conflict"];
             429: components["responses"]["TooManyRequests"];
             500: components["responses"]["InternalError"];
+            503: components["responses"]["Unavailable"];
         };
     };
     fulfilOrder: {
@@ -1673,6 +1693,7 @@ export interface operations {
             413: components["responses"]["PayloadTooLarge"];
             429: components["responses"]["TooManyRequests"];
             500: components["responses"]["InternalError"];
+            503: components["responses"]["Unavailable"];
         };
     };
     createAccount: {
@@ -1711,6 +1732,7 @@ export interface operations {
             413: components["responses"]["PayloadTooLarge"];
             429: components["responses"]["TooManyRequests"];
             500: components["responses"]["InternalError"];
+            503: components["responses"]["Unavailable"];
         };
     };
     listApiKeys: {
@@ -1744,6 +1766,7 @@ export interface operations {
             401: components["responses"]["Unauthorized"];
             429: components["responses"]["TooManyRequests"];
             500: components["responses"]["InternalError"];
+            503: components["responses"]["Unavailable"];
         };
     };
     createApiKey: {
@@ -1782,6 +1805,7 @@ export interface operations {
             413: components["responses"]["PayloadTooLarge"];
             429: components["responses"]["TooManyRequests"];
             500: components["responses"]["InternalError"];
+            503: components["responses"]["Unavailable"];
         };
     };
     revokeApiKey: {
@@ -1811,6 +1835,7 @@ export interface operations {
             404: components["responses"]["NotFound"];
             429: components["responses"]["TooManyRequests"];
             500: components["responses"]["InternalError"];
+            503: components["responses"]["Unavailable"];
         };
     };
     sendMessage: {
@@ -1857,6 +1882,7 @@ export interface operations {
             413: components["responses"]["PayloadTooLarge"];
             429: components["responses"]["TooManyRequests"];
             500: components["responses"]["InternalError"];
+            503: components["responses"]["Unavailable"];
         };
     };
     getMessage: {
@@ -1888,6 +1914,7 @@ export interface operations {
             404: components["responses"]["NotFound"];
             429: components["responses"]["TooManyRequests"];
             500: components["responses"]["InternalError"];
+            503: components["responses"]["Unavailable"];
         };
     };
     getHealth: {
@@ -1911,6 +1938,7 @@ export interface operations {
             };
             400: components["responses"]["BadRequest"];
             500: components["responses"]["InternalError"];
+            503: components["responses"]["Unavailable"];
         };
     };
     getReadiness: {
