@@ -32,3 +32,21 @@ export class DomainError extends Error {
 
 /** A rule's answer that may be stored and replayed (domain/idempotency.ts). */
 export type Outcome<T> = { ok: true; value: T } | { ok: false; error: { code: DomainCode; message: string } };
+
+/**
+ * The store cannot do this now: `unavailable` when the database does not answer,
+ * `storage_unavailable` when a write could not be made durable (a full disk, an I/O
+ * error). Raised by db/ for either engine; nothing of the failed work was stored, so
+ * the caller may retry it as it is after `retryAfterSeconds`.
+ */
+export class StorageUnavailable extends Error {
+  constructor(
+    readonly code: Extract<ErrorCode, 'unavailable' | 'storage_unavailable'>,
+    message: string,
+    readonly retryAfterSeconds: number,
+    options?: { cause?: unknown },
+  ) {
+    super(message, options);
+    this.name = 'StorageUnavailable';
+  }
+}

@@ -1,7 +1,7 @@
 // One error type and one error mapper: whatever fails (validation, auth, routing, body
 // parsing, size or rate limits, a bug) leaves as the contract's Error body.
 import type { ErrorRequestHandler, Request, Response } from 'express';
-import { DomainError, type DomainCode, type ErrorCode } from '../domain/errors';
+import { DomainError, StorageUnavailable, type DomainCode, type ErrorCode } from '../domain/errors';
 import type { Logger } from './log';
 import './request-context';
 
@@ -74,6 +74,9 @@ function toApiError(err: unknown, req: Request): ApiError {
   // the handler keeps its own, with code, headers and cause, on the request.
   if (req.authError) return req.authError;
   if (err instanceof DomainError) return apiErrorOf(err);
+  if (err instanceof StorageUnavailable) {
+    return new ApiError(err.code, err.message, 503, { 'Retry-After': String(err.retryAfterSeconds) }, { cause: err.cause ?? err });
+  }
   const e = (typeof err === 'object' && err !== null ? err : {}) as HttpLikeError;
   const status = e.status ?? e.statusCode;
   switch (status) {
