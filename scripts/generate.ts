@@ -13,6 +13,7 @@ import openapiTS, { astToString } from 'openapi-typescript';
 import ts from 'typescript';
 import { parse } from 'yaml';
 import { operationsOf, type OperationEntry } from '../server/spec';
+import { checkSpec } from './spec-check';
 
 const root = resolve(__dirname, '..');
 const specPath = join(root, 'openapi.yaml');
@@ -184,7 +185,9 @@ function planHandlers(table: Table): HandlerState {
 async function main(): Promise<void> {
   const check = process.argv.includes('--check');
   const source = readFileSync(specPath, 'utf8');
-  const table = operationsOf(parse(source) as Parameters<typeof operationsOf>[0]);
+  const spec = parse(source) as Parameters<typeof operationsOf>[0];
+  checkSpec(spec);
+  const table = operationsOf(spec);
   const types = header + '\n' + astToString(await openapiTS(source, { exportType: false }));
   // The client's view: a field with a default may be left out of a request, so it is
   // optional there (the server's types keep it present, as the validator fills it in).

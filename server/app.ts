@@ -24,9 +24,7 @@ import { createRateLimiters, memoryStores, type RateLimitStoreFactory } from './
 import { createRateLimitStore } from './rate-limit-store';
 import { requestId } from './request-id';
 import { servicePages } from './service-pages';
-import { cacheValidatorRouteMatchers } from './route-matchers';
 import { createSecurityHandlers } from './security';
-import { checkSpec } from './spec-check';
 import { loadSpec, operationsOf, specRouter, type OpenApiDocument } from './spec';
 
 export interface AppOptions {
@@ -100,12 +98,10 @@ export function createApp({ storage: given, db, config, spec = loadSpec(), log, 
     if (path === '/docs' || path.startsWith('/docs/')) return docs(req, res, next);
     next();
   };
-  cacheValidatorRouteMatchers();
-  // Checked here, before anything listens (server/spec-check.ts), so not again below.
-  checkSpec(spec);
   const validator = OpenApiValidator.middleware({
     // The validator annotates the document it is given; keep ours pristine.
     apiSpec: structuredClone(spec) as never,
+    // Checked by `npm run generate` (scripts/spec-check.ts), not at each start.
     validateApiSpec: false,
     validateRequests: { allowUnknownQueryParameters: false, removeAdditional: false },
     validateResponses: config.validateResponses ? { removeAdditional: false } : false,

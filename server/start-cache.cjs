@@ -1,7 +1,6 @@
 // The start-up caches under node_modules/.cache, one folder each: register-ts.cjs keeps
-// the JavaScript of each .ts file, spec.ts the parsed openapi.yaml, spec-check.ts a mark
-// per document that passed the OpenAPI check. Each file is named by a hash of what it was
-// made from, so a stale one is never read; all three are written here, the same way.
+// the JavaScript of each .ts file, spec.ts the parsed openapi.yaml. Each file is named by a hash of what it was
+// made from, so a stale one is never read; both are written here, the same way.
 // Plain CommonJS: register-ts.cjs needs it before any TypeScript can load.
 'use strict';
 const { mkdirSync, renameSync, writeFileSync } = require('node:fs');
