@@ -6,7 +6,7 @@ import tseslint from 'typescript-eslint';
 
 export default tseslint.config(
   // generated/ and client/openapi.ts are written by `npm run generate` and checked by `generate:check`.
-  { ignores: ['node_modules/', 'generated/', 'client/openapi.ts', 'data/', 'coverage/'] },
+  { ignores: ['node_modules/', 'generated/', 'client/openapi.ts', 'data/', 'coverage/', 'dist/'] },
   js.configs.recommended,
   tseslint.configs.recommendedTypeChecked,
   {
@@ -54,13 +54,12 @@ export default tseslint.config(
     languageOptions: { globals: { document: 'readonly', window: 'readonly' } },
   },
   {
-    files: ['jest.config.js'],
+    files: ['jest.config.js', 'jest.faults.config.js'],
     languageOptions: { sourceType: 'commonjs', globals: { module: 'writable' } },
   },
   {
-    // `npm start`'s CommonJS loader hook and its cache writer: plain Node, so they run
-    // before any TypeScript; the checkpoint thread's body, plain so a worker runs it as it is.
-    files: ['server/register-ts.cjs', 'server/start-cache.cjs', 'db/checkpoint-worker.cjs'],
+    // The checkpoint thread's body: plain CommonJS, so a worker runs it as it is.
+    files: ['db/checkpoint-worker.cjs'],
     languageOptions: {
       sourceType: 'commonjs',
       globals: { require: 'readonly', process: 'readonly', __dirname: 'readonly', setInterval: 'readonly', clearInterval: 'readonly' },

@@ -1,7 +1,8 @@
-// Regenerates generated/ from openapi.yaml (the openapi-typescript types and the
-// operation table the server routes from), and client/openapi.ts (the client's types), and writes a 501 stub into handlers/<tag>.ts
-// for every operation that has no handler yet, so a spec edited first gives a server
-// that starts. Existing handler code is never rewritten: stubs are added before the
+// Regenerates generated/ from openapi.yaml (the openapi-typescript types, the operation
+// table the server routes from, and the document as JSON, which the server serves, once
+// scripts/spec-check.ts has found it valid OpenAPI), and client/openapi.ts (the client's
+// types), and writes a 501 stub into handlers/<tag>.ts for every operation that has no
+// handler yet, so a spec edited first gives a server that starts. Existing handler code is never rewritten: stubs are added before the
 // closing brace of the tag's handler object, and a new tag gets a new module that is
 // registered in handlers/index.ts.
 //
@@ -9,6 +10,7 @@
 // has no handler, when a stub is left, or when a handler's operation left the spec.
 import { readFileSync, writeFileSync, mkdirSync, existsSync, readdirSync } from 'node:fs';
 import { dirname, join, resolve } from 'node:path';
+import { isDeepStrictEqual } from 'node:util';
 import openapiTS, { astToString } from 'openapi-typescript';
 import ts from 'typescript';
 import { parse } from 'yaml';
@@ -187,6 +189,9 @@ async function main(): Promise<void> {
   const source = readFileSync(specPath, 'utf8');
   const spec = parse(source) as Parameters<typeof operationsOf>[0];
   checkSpec(spec);
+  const json = JSON.stringify(spec, null, 2) + '\n';
+  // The server reads the JSON: a value it cannot hold (a YAML date) would change on the way.
+  if (!isDeepStrictEqual(JSON.parse(json), spec)) throw new Error('openapi.yaml holds a value JSON cannot (a date?): quote it');
   const table = operationsOf(spec);
   const types = header + '\n' + astToString(await openapiTS(source, { exportType: false }));
   // The client's view: a field with a default may be left out of a request, so it is
@@ -195,6 +200,7 @@ async function main(): Promise<void> {
   const files: Record<string, string> = {
     'generated/openapi.ts': types,
     'generated/operations.ts': operationTableSource(table),
+    'generated/openapi.json': json,
     'client/openapi.ts': clientTypes,
   };
 

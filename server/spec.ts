@@ -1,35 +1,18 @@
-import { createHash } from 'node:crypto';
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { isDeepStrictEqual } from 'node:util';
 import { Router } from 'express';
-import { parse, stringify } from 'yaml';
-import { cacheFolder, writeCacheFile } from './start-cache.cjs';
+import { stringify } from 'yaml';
 
 export type OpenApiDocument = {
   paths: Record<string, Record<string, { operationId?: string } & Record<string, unknown>>>;
 } & Record<string, unknown>;
 
-export const specPath = join(__dirname, '..', 'openapi.yaml');
-
-// Parsing the YAML took about a third of a second of every start; its JSON, keyed by a
-// hash of the file's text, parses in under a millisecond. A changed file has another
-// hash, so a stale copy is never read; a missing or unwritable cache only costs time.
-const cacheDir = cacheFolder('petstore-spec');
-
-export function loadSpec(path: string = specPath): OpenApiDocument {
-  const text = readFileSync(path, 'utf8');
-  const cached = join(cacheDir, `${createHash('sha256').update(text).digest('hex')}.json`);
-  try {
-    return JSON.parse(readFileSync(cached, 'utf8')) as OpenApiDocument;
-  } catch {
-    // Not cached yet (or unreadable): parse the YAML.
-  }
-  const spec = parse(text) as OpenApiDocument;
-  const json = JSON.stringify(spec);
-  // Only a document that JSON holds exactly (no dates or other YAML-only values) is cached.
-  if (isDeepStrictEqual(JSON.parse(json), spec)) writeCacheFile(cached, json);
-  return spec;
+/**
+ * openapi.yaml as JSON, written by `npm run generate` (and checked by generate:check):
+ * parsing the YAML at every start took about a third of it. A fresh copy on each call.
+ */
+export function loadSpec(): OpenApiDocument {
+  return JSON.parse(readFileSync(join(__dirname, '..', 'generated', 'openapi.json'), 'utf8')) as OpenApiDocument;
 }
 
 /** /openapi.yaml and /openapi.json: the contract this instance serves, with no key needed. */

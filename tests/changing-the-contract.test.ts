@@ -43,8 +43,9 @@ describe('README "Changing the contract", on a copy of the project', () => {
       (error: { code: number; stdout: string; stderr: string }) => ({ code: error.code, out: error.stdout + error.stderr }),
     );
 
-  /** A fresh server on the copy: a customer's GET of the new operation, and the same pets through GET /pets. */
+  /** A fresh server on the copy, built as `npm start` builds it: a customer's GET of the new operation, and the same pets through GET /pets. */
   async function callNewOperation(categoryId: number) {
+    expect(await run('npm', 'run', '--silent', 'build')).toMatchObject({ code: 0 });
     const server = await startServer({ DATABASE_PATH: join(dir, `petstore-${Date.now()}.db`) }, 60_000, dir);
     try {
       const email = `loop-${Date.now()}@example.com`;

@@ -2,7 +2,7 @@
 // /pets/{id} and POST /store/orders, each server a real process as `npm start` runs it.
 // Self-contained; needs a PostgreSQL it may create databases on:
 //
-//   bash scripts/with-postgres.sh bash -c 'BENCH_PG_URL=$PG_URL npx tsx scripts/bench/postgres.ts'
+//   npm run build && bash scripts/with-postgres.sh bash -c 'BENCH_PG_URL=$PG_URL npx tsx scripts/bench/postgres.ts'
 //
 // Two instances are loaded at once, each with half the connections, and their req/s
 // summed. Rounds are interleaved and ratios are medians of per-round ratios, so drift in
@@ -37,7 +37,7 @@ const freePort = () =>
 async function start(env: Record<string, string>): Promise<{ port: number; child: ChildProcess }> {
   const port = await freePort();
   // As `npm start` runs it (package.json).
-  const child = spawn(process.execPath, ['-r', './server/register-ts.cjs', 'server/main.ts'], {
+  const child = spawn(process.execPath, ['dist/server/main.js'], {
     cwd: root,
     env: { ...process.env, PORT: String(port), HOST: '127.0.0.1', LOG_LEVEL: 'error', SEED_DEMO_DATA: 'false', RATE_LIMIT_PER_MINUTE: '1000000', ...env },
     stdio: ['ignore', 'ignore', 'inherit'],
