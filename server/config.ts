@@ -47,6 +47,8 @@ const variables = z.object({
   PORT: int(0, 65535).default(3000),
   HOST: z.string().min(1).default('127.0.0.1'),
   DATABASE_PATH: z.string().min(1).default('./data/petstore.db'),
+  // A cap on the SQLite file, so that it cannot take the whole disk (README "Configuration").
+  DATABASE_MAX_SIZE_MB: int(1, 1_000_000_000).optional(),
   // When set, PostgreSQL instead of the SQLite file (README "Deployment").
   DATABASE_URL: z
     .string()
@@ -82,6 +84,8 @@ const schema = variables
     port: e.PORT,
     host: e.HOST,
     databasePath: e.DATABASE_PATH,
+    /** Past this size the SQLite file takes no more writes (503 storage_unavailable). */
+    databaseMaxSizeMb: e.DATABASE_MAX_SIZE_MB,
     /** PostgreSQL instead of databasePath when set. */
     databaseUrl: e.DATABASE_URL,
     /** Worker processes sharing the port (server/cluster.ts). */

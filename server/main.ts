@@ -19,7 +19,15 @@ async function main(): Promise<void> {
   // A cluster worker finds the database migrated by its primary.
   // SQLite's WAL checkpoints in a thread of their own (db/checkpointer.ts).
   const service: ServiceOptions = {
-    checkpoints: { onError: (err) => log.error({ err }, 'WAL checkpoint thread failed; commits checkpoint again') },
+    checkpoints: {
+      onError: (err) => log.error({ err }, 'WAL checkpoint thread failed; commits checkpoint again'),
+      onStall: (err) =>
+        err ? log.error({ err }, 'WAL checkpoints are failing (disk full?); retrying') : log.info('WAL checkpoints succeed again'),
+    },
+    onWriteFailure: (err) =>
+      err
+        ? log.error({ err: err.cause ?? err }, 'Writes are refused with 503 storage_unavailable: the database cannot store them (disk full or I/O error)')
+        : log.info('Writes succeed again'),
   };
   const storage = cluster.isWorker ? openStorage(config, service) : await prepareMigratedStorage(config, log, service);
   const lifecycle = createLifecycle();
