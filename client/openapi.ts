@@ -646,8 +646,8 @@ export interface components {
              *
              *     - `bad_request` 400: the HTTP request itself is malformed (request line,
              *       method or headers), answered before any operation is matched.
-             *     - `invalid_json` 400: the body is not JSON, not UTF-8, or holds a lone
-             *       surrogate escape.
+             *     - `invalid_json` 400: the body is not JSON, not UTF-8, holds a lone
+             *       surrogate escape, or names a member twice in one object.
              *     - `invalid_content_type` 400: a body without `Content-Type: application/json`.
              *     - `validation_failed` 400: a parameter or field breaks the schema.
              *     - `unauthorized` 401: no valid credentials.
