@@ -114,6 +114,8 @@ async function main(): Promise<number> {
         RATE_LIMIT_PER_MINUTE: String(rateLimit),
         LOGIN_FAILURES_PER_ACCOUNT: String(rateLimit),
         LOGIN_FAILURES_PER_ADDRESS: String(rateLimit),
+        // The suite signs up many accounts from one address; the limit has its own tests.
+        SIGNUPS_PER_ADDRESS_PER_HOUR: String(rateLimit),
       });
       services.push(service);
       const limited = await startService({ RATE_LIMIT_PER_MINUTE: '1' });

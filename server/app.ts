@@ -50,7 +50,7 @@ export function createApp({ storage: given, db, config, spec = loadSpec(), log, 
   const logger = log ?? createLogger(config.logLevel);
   const storage = given ?? (db ? createSqliteStorage(db) : undefined);
   if (!storage) throw new Error('createApp needs a storage (or a SQLite db)');
-  const repos = createStore(storage);
+  const repos = createStore(storage, config.bounds);
   const ctx: AppContext = { storage, repos, config, log: logger };
   const operations = operationsOf(spec);
 
@@ -59,7 +59,9 @@ export function createApp({ storage: given, db, config, spec = loadSpec(), log, 
   // which spares the default path a write per request.
   const shared = storage.engine === 'postgres' || config.webConcurrency > 1;
   const stores = rateLimitStores ?? (shared ? (name: string) => createRateLimitStore(storage, name) : memoryStores);
-  const limits = createRateLimiters(config, logger, stores);
+  const signUp = operations.createAccount;
+  const isSignUp = (req: express.Request) => signUp !== undefined && req.method === signUp.method.toUpperCase() && req.path === signUp.path;
+  const limits = createRateLimiters(config, logger, stores, isSignUp);
 
   const app = express();
   app.disable('x-powered-by');
@@ -130,6 +132,7 @@ export function createApp({ storage: given, db, config, spec = loadSpec(), log, 
       // First, so that every answer of a deprecated operation says so, a 401 or 429 included.
       deprecationHeaders(operations),
       limits.perAddress,
+      limits.signups,
       accessLog(logger),
       limits.logins,
       contractAndDocs,

@@ -3,6 +3,7 @@
 // a setting is written once.
 import { isIP } from 'node:net';
 import { z } from 'zod';
+import { defaultBounds } from '../domain/store';
 
 const boolean = z.enum(['true', 'false', '1', '0']).transform((v) => v === 'true' || v === '1');
 const int = (min: number, max: number) => z.coerce.number().int().min(min).max(max);
@@ -58,6 +59,9 @@ const variables = z.object({
   LOGIN_FAILURES_PER_ACCOUNT: int(1, 1_000_000).default(10),
   LOGIN_FAILURES_PER_ADDRESS: int(1, 1_000_000).default(30),
   LOGIN_LOCKOUT_MINUTES: int(1, 1_440).default(15),
+  SIGNUPS_PER_ADDRESS_PER_HOUR: int(1, 1_000_000).default(10),
+  API_KEYS_PER_ACCOUNT: int(1, 1_000_000).default(defaultBounds.activeApiKeysPerAccount),
+  QUEUED_MESSAGES_PER_ACCOUNT: int(1, 1_000_000).default(defaultBounds.queuedMessagesPerAccount),
   VALIDATE_RESPONSES: boolean.default(true),
   SEED_DEMO_DATA: boolean.default(true),
   MESSAGE_DELIVERY_DELAY_MS: int(0, 60_000).default(500),
@@ -93,6 +97,10 @@ const schema = variables
     loginFailuresPerAccount: e.LOGIN_FAILURES_PER_ACCOUNT,
     loginFailuresPerAddress: e.LOGIN_FAILURES_PER_ADDRESS,
     loginLockoutMs: e.LOGIN_LOCKOUT_MINUTES * 60_000,
+    /** Accounts one client address may create an hour (POST /accounts that answer 201). */
+    signupsPerAddressPerHour: e.SIGNUPS_PER_ADDRESS_PER_HOUR,
+    /** What one account may hold at once (domain/store.ts). */
+    bounds: { activeApiKeysPerAccount: e.API_KEYS_PER_ACCOUNT, queuedMessagesPerAccount: e.QUEUED_MESSAGES_PER_ACCOUNT },
     validateResponses: e.VALIDATE_RESPONSES,
     seedDemoData: e.SEED_DEMO_DATA,
     messageDeliveryDelayMs: e.MESSAGE_DELIVERY_DELAY_MS,
