@@ -54,7 +54,7 @@ export default tseslint.config(
     languageOptions: { globals: { document: 'readonly', window: 'readonly' } },
   },
   {
-    files: ['jest.config.js'],
+    files: ['jest.config.js', 'jest.faults.config.js'],
     languageOptions: { sourceType: 'commonjs', globals: { module: 'writable' } },
   },
   {

@@ -24,7 +24,7 @@
 //
 // An in-memory database (the tests') cannot be opened twice: there each transaction is
 // BEGIN IMMEDIATE ... COMMIT alone, and every read outside it waits while it is open.
-import { and, asc, eq, gt, inArray, isNull, lte, sql, type SQL } from 'drizzle-orm';
+import { and, asc, count, eq, gt, inArray, isNull, lte, or, sql, type SQL } from 'drizzle-orm';
 import Database, { type Database as SqliteDatabase } from 'better-sqlite3';
 import { drizzle } from 'drizzle-orm/better-sqlite3';
 import * as schema from './schema';
@@ -108,6 +108,7 @@ function createQueries(db: Db): Queries {
       .prepare(),
   );
   const accountByEmail = prepared(() => db.select().from(accounts).where(eq(accounts.email, p('email'))).prepare());
+  const accountById = prepared(() => db.select({ id: accounts.id }).from(accounts).where(eq(accounts.id, p('id'))).prepare());
 
   const insertApiKey = prepared(() =>
     db
@@ -156,6 +157,13 @@ function createQueries(db: Db): Queries {
     db.update(apiKeys).set({ revokedAt: bound('at') }).where(and(eq(apiKeys.id, p('id')), isNull(apiKeys.revokedAt))).prepare(),
   );
   const touchKey = prepared(() => db.update(apiKeys).set({ lastUsedAt: bound('at') }).where(eq(apiKeys.id, p('id'))).prepare());
+  const activeKeys = prepared(() =>
+    db
+      .select({ n: count() })
+      .from(apiKeys)
+      .where(and(eq(apiKeys.accountId, p('accountId')), isNull(apiKeys.revokedAt), or(isNull(apiKeys.expiresAt), gt(apiKeys.expiresAt, p('now')))))
+      .prepare(),
+  );
 
   const categoryPage = prepared(() =>
     db.select().from(categories).where(gt(categories.id, p('after'))).orderBy(asc(categories.id)).limit(rowLimit('limit')).prepare(),
@@ -290,6 +298,9 @@ function createQueries(db: Db): Queries {
   const messageById = prepared(() =>
     db.select().from(messages).where(and(eq(messages.id, p('id')), eq(messages.accountId, p('accountId')))).prepare(),
   );
+  const queuedMessages = prepared(() =>
+    db.select({ n: count() }).from(messages).where(and(eq(messages.accountId, p('accountId')), eq(messages.status, 'queued'))).prepare(),
+  );
   // One UPDATE statement: atomic under SQLite's write lock, across processes too.
   const deliverDue = prepared(() => {
     const due = db
@@ -317,6 +328,8 @@ function createQueries(db: Db): Queries {
       const row = accountByEmail().get({ email });
       return row ? { ...toAccount(row), passwordHash: row.passwordHash } : null;
     },
+    // The transaction's write lock (BEGIN IMMEDIATE) already excludes every other writer.
+    lockAccount: (id) => accountById().get({ id }) !== undefined,
 
     insertApiKey: (input) => toApiKey(insertApiKey().get({ name: null, expiresAt: null, ...input })),
     findKeyOwner: (hash) => keyOwner().get({ hash }) ?? null,
@@ -329,6 +342,7 @@ function createQueries(db: Db): Queries {
     touchApiKey(keyId, at) {
       touchKey().run({ id: keyId, at });
     },
+    countActiveApiKeys: (accountId, now) => activeKeys().get({ accountId, now })?.n ?? 0,
 
     listCategories: (page) => categoryPage().all({ ...page }).map(toCategory),
     findCategory(id) {
@@ -428,6 +442,7 @@ function createQueries(db: Db): Queries {
       const row = messageById().get({ id, accountId });
       return row ? toMessage(row) : null;
     },
+    countQueuedMessages: (accountId) => queuedMessages().get({ accountId })?.n ?? 0,
     deliverDue: (createdBefore, sentAt, limit) => deliverDue().all({ createdBefore, sentAt, limit }).map((r) => r.id),
   };
 }
@@ -449,6 +464,8 @@ const readOnly = [
   'openOrderOfPet',
   'findIdempotency',
   'findMessage',
+  'countActiveApiKeys',
+  'countQueuedMessages',
 ] as const satisfies ReadonlyArray<keyof Queries>;
 
 /** A second connection to the file that only reads: it sees committed rows, and never waits for a write. */

@@ -19,6 +19,9 @@ const domainStatus: Record<DomainCode, number> = {
   category_in_use: 409,
   order_completed: 409,
   idempotency_key_reused: 409,
+  api_key_limit_reached: 409,
+  // The queue drains as the worker delivers: the same request succeeds later (Retry-After).
+  message_queue_full: 429,
 };
 
 /** A store rule's refusal as the contract's error, with any headers the answer carries. */
