@@ -7,7 +7,7 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { eventually, startServer, type ServerProcess } from './server-process';
-import { allKinds, call, databaseWithAdmin, setUp, storedRows, writeLoad } from './write-load';
+import { allKinds, call, databaseWithAdmin, loadEnv, setUp, storedRows, writeLoad } from './write-load';
 
 const dir = mkdtempSync(join(tmpdir(), 'petstore-durability-'));
 const path = join(dir, 'petstore.db');
@@ -18,14 +18,7 @@ afterAll(async () => {
   rmSync(dir, { recursive: true, force: true });
 });
 
-const env = {
-  DATABASE_PATH: path,
-  DATABASE_MAX_SIZE_MB: '1',
-  SEED_DEMO_DATA: 'false',
-  RATE_LIMIT_PER_MINUTE: '1000000',
-  // Delivery would write too; here only the requests do.
-  MESSAGE_DELIVERY_DELAY_MS: '60000',
-};
+const env = { ...loadEnv, DATABASE_PATH: path, DATABASE_MAX_SIZE_MB: '1' };
 
 it('refuses writes past the size cap with 503, serves reads, and stores exactly what it acknowledged', async () => {
   await databaseWithAdmin(path);
