@@ -67,4 +67,9 @@ export default tseslint.config(
     },
     rules: { '@typescript-eslint/no-require-imports': 'off' },
   },
+  {
+    // Test fixtures preloaded into a real server process (NODE_OPTIONS=--require).
+    files: ['tests/fixtures/*.cjs'],
+    languageOptions: { sourceType: 'commonjs', globals: { process: 'readonly', setImmediate: 'readonly' } },
+  },
 );
