@@ -432,16 +432,16 @@ export function createServiceQueries(db: Db) {
   const insertWriteCheck = prepared(() => db.insert(writeChecks).values({ room: p('room') }).prepare());
   const deleteWriteChecks = prepared(() => db.delete(writeChecks).prepare());
   return {
-    hitRateLimit: (key: string, windowMs: number, now: number) => hit().get({ key, now, resetAt: now + windowMs })!,
-    undoRateLimitHit(key: string) {
+    hitRateLimit: (key: string, windowMs: number, now: number) => hit().get({ key, now, resetAt: now + windowMs }),
+    undoRateLimitHit: (key: string) => {
       undoHit().run({ key });
     },
-    resetRateLimit(key: string) {
+    resetRateLimit: (key: string) => {
       resetHits().run({ key });
     },
     purgeRateLimits: (now: number) => purgeHits().run({ now }).changes,
     /** Inserts a row of `room` bytes and deletes it again: it needs that many bytes of free pages. */
-    checkWrite(room: Buffer) {
+    checkWrite: (room: Buffer) => {
       insertWriteCheck().run({ room });
       deleteWriteChecks().run();
     },
