@@ -161,7 +161,7 @@ export function createApp({ storage: given, db, config, spec = loadSpec(), log, 
  * run them as layers of their own: an error passed to `next`, thrown, or rejected by a
  * returned promise skips the rest and goes to the error handlers. The router allocates
  * and matches per layer; with two dozen layers that was a fifth of what a request
- * allocated (README "Performance"). Every handler here is mounted at `/`, so the
+ * allocated (docs/performance.md). Every handler here is mounted at `/`, so the
  * router's path trimming has nothing to do for them.
  *
  * A handler whose work outlives its call returns the promise of that work (and calls

@@ -55,7 +55,7 @@ function parserError(err: NodeJS.ErrnoException): { status: number; code: ErrorC
  * Express gives every request and response its app's prototypes with
  * Object.setPrototypeOf; on an object made with another prototype that sends V8 down a
  * slow path, and under load about half of everything a request allocated then outlived
- * the next young-generation collection and was promoted (README "Performance"). Born
+ * the next young-generation collection and was promoted (docs/performance.md). Born
  * with them, Express's call finds the prototype already set and does nothing. Not an
  * Express app (a bare listener in a test): Node's own classes.
  */
