@@ -6,7 +6,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
 import { parse, stringify } from 'yaml';
-import { breakingChanges, correctionsFile, type Correction } from '../scripts/spec-breaking';
+import { breakingChanges, correctionsFile, parseCorrections, type Correction } from '../scripts/spec-breaking';
 import { repoRoot } from './server-process';
 
 // The spec as plain data, edited in place by each case.
@@ -96,6 +96,29 @@ describe('breakingChanges with corrections to the interface', () => {
     const found = await breakingChanges(before, changed(requiring('Category', ['id'])), [{ ...correction, rule: 'cannot remove response property' }]);
     expect(found.accepted).toEqual([]);
     expect(found.breaks).toEqual(expect.arrayContaining([expect.stringMatching(/cannot make required response property 'name' optional/)]));
+  });
+});
+
+describe(`the corrections committed in ${correctionsFile}`, () => {
+  const committed = parseCorrections(readFileSync(join(repoRoot, correctionsFile), 'utf8'));
+  // openapi.yaml as it was before the corrections: each entry's `was` list put back.
+  const uncorrected = changed((d) => {
+    for (const c of committed) d.components.schemas[c.schema].required = c.required.was;
+  });
+
+  it('accept the corrections they list, and nothing else: the same change to InventoryItem fails', async () => {
+    const corrected = await breakingChanges(uncorrected, spec(), committed);
+    expect(corrected.breaks).toEqual([]);
+    expect(corrected.accepted).toEqual(
+      expect.arrayContaining([
+        expect.stringMatching(/^GET \/store\/orders\/\{orderId\} response 200 .*cannot make required response property 'id' optional/),
+        expect.stringMatching(/^GET \/pets response 200 .*cannot make required response property 'status' optional/),
+      ]),
+    );
+
+    const more = await breakingChanges(uncorrected, changed((d) => (d.components.schemas.InventoryItem.required = ['petId', 'quantity'])), committed);
+    expect(more.breaks).toEqual(expect.arrayContaining([expect.stringMatching(/^GET \/store\/inventory response 200 .*cannot make required response property 'status' optional/)]));
+    expect(more.breaks.filter((line) => !/^\S+ \/store\/inventory.*'status'/.test(line))).toEqual([]);
   });
 });
 
