@@ -54,7 +54,7 @@ export default tseslint.config(
     languageOptions: { globals: { document: 'readonly', window: 'readonly' } },
   },
   {
-    files: ['jest.config.js'],
+    files: ['jest.config.js', 'jest.faults.config.js'],
     languageOptions: { sourceType: 'commonjs', globals: { module: 'writable' } },
   },
   {
@@ -66,5 +66,10 @@ export default tseslint.config(
       globals: { require: 'readonly', process: 'readonly', __dirname: 'readonly', setInterval: 'readonly', clearInterval: 'readonly' },
     },
     rules: { '@typescript-eslint/no-require-imports': 'off' },
+  },
+  {
+    // Test fixtures preloaded into a real server process (NODE_OPTIONS=--require).
+    files: ['tests/fixtures/*.cjs'],
+    languageOptions: { sourceType: 'commonjs', globals: { process: 'readonly', setImmediate: 'readonly' } },
   },
 );

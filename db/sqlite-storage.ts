@@ -12,25 +12,44 @@
 // transaction answers before its COMMIT; a COMMIT that fails fails every transaction in
 // it. Reads outside a transaction run on a second, read-only connection, which sees
 // committed rows only and never waits for the writer; a write outside a transaction runs
-// at once, or joins the open batch as a transaction of its own. README "Performance"
-// has the measurements.
+// joins the open batch as a transaction of its own.
+//
+// Every write commits through an explicit COMMIT, never SQLite's autocommit: a statement
+// read with `.get()` (INSERT ... RETURNING) is reset after its first row, and the
+// autocommit's error (SQLITE_FULL on a full disk) is then reported by the reset, which
+// better-sqlite3 does not surface; the write was acknowledged and lost. A COMMIT that
+// fails for want of space or on an I/O error refuses its transactions with
+// StorageUnavailable (503), and readiness fails until a write succeeds again
+// (docs/decisions.md, "Writes that cannot be made durable").
 //
 // An in-memory database (the tests') cannot be opened twice: there each transaction is
-// BEGIN IMMEDIATE ... COMMIT alone, and every operation outside it waits while it is
-// open. Uncontended, an operation runs at once with no promise.
-import { and, asc, eq, gt, inArray, isNull, lte, sql, type SQL } from 'drizzle-orm';
+// BEGIN IMMEDIATE ... COMMIT alone, and every read outside it waits while it is open.
+import { and, asc, count, eq, gt, inArray, isNull, lte, or, sql, type SQL } from 'drizzle-orm';
 import Database, { type Database as SqliteDatabase } from 'better-sqlite3';
 import { drizzle } from 'drizzle-orm/better-sqlite3';
 import * as schema from './schema';
+import { StorageUnavailable } from '../domain/errors';
 import type { Queries, Storage, StoredIdempotency } from '../domain/storage';
 import type { Principal } from '../domain/types';
 import type { Checkpointer } from './checkpointer';
 import { bound, prepared, rowLimit, type Db } from './client';
 import { toAccount, toApiKey, toCategory, toMessage, toOrder, toPet } from './rows';
-import { accounts, apiKeys, categories, idempotencyKeys, inventory, messages, orders, pets, rateLimits } from './schema';
+import { accounts, apiKeys, categories, idempotencyKeys, inventory, messages, orders, pets, rateLimits, writeChecks } from './schema';
 
 const isUniqueViolation = (error: unknown) =>
   typeof error === 'object' && error !== null && (error as { code?: string }).code === 'SQLITE_CONSTRAINT_UNIQUE';
+
+/** SQLite's answers for a write that cannot be made durable: no space, an I/O error, a file that became read-only. */
+const notDurable = (error: unknown) => {
+  const code = (error as { code?: unknown } | null)?.code;
+  return typeof code === 'string' && (code === 'SQLITE_FULL' || code.startsWith('SQLITE_IOERR') || code.startsWith('SQLITE_READONLY'));
+};
+
+/** Ready again means room for the largest write one request makes (a body is at most 64 KiB). */
+const writeCheckRoom = Buffer.alloc(64 * 1024);
+
+/** How long a client refused for want of space is asked to wait before retrying. */
+const retryAfterSeconds = 5;
 
 const inventoryColumns = { petId: pets.id, quantity: inventory.quantity, status: pets.status };
 
@@ -89,6 +108,7 @@ function createQueries(db: Db): Queries {
       .prepare(),
   );
   const accountByEmail = prepared(() => db.select().from(accounts).where(eq(accounts.email, p('email'))).prepare());
+  const accountById = prepared(() => db.select({ id: accounts.id }).from(accounts).where(eq(accounts.id, p('id'))).prepare());
 
   const insertApiKey = prepared(() =>
     db
@@ -137,6 +157,13 @@ function createQueries(db: Db): Queries {
     db.update(apiKeys).set({ revokedAt: bound('at') }).where(and(eq(apiKeys.id, p('id')), isNull(apiKeys.revokedAt))).prepare(),
   );
   const touchKey = prepared(() => db.update(apiKeys).set({ lastUsedAt: bound('at') }).where(eq(apiKeys.id, p('id'))).prepare());
+  const activeKeys = prepared(() =>
+    db
+      .select({ n: count() })
+      .from(apiKeys)
+      .where(and(eq(apiKeys.accountId, p('accountId')), isNull(apiKeys.revokedAt), or(isNull(apiKeys.expiresAt), gt(apiKeys.expiresAt, p('now')))))
+      .prepare(),
+  );
 
   const categoryPage = prepared(() =>
     db.select().from(categories).where(gt(categories.id, p('after'))).orderBy(asc(categories.id)).limit(rowLimit('limit')).prepare(),
@@ -271,6 +298,9 @@ function createQueries(db: Db): Queries {
   const messageById = prepared(() =>
     db.select().from(messages).where(and(eq(messages.id, p('id')), eq(messages.accountId, p('accountId')))).prepare(),
   );
+  const queuedMessages = prepared(() =>
+    db.select({ n: count() }).from(messages).where(and(eq(messages.accountId, p('accountId')), eq(messages.status, 'queued'))).prepare(),
+  );
   // One UPDATE statement: atomic under SQLite's write lock, across processes too.
   const deliverDue = prepared(() => {
     const due = db
@@ -298,6 +328,8 @@ function createQueries(db: Db): Queries {
       const row = accountByEmail().get({ email });
       return row ? { ...toAccount(row), passwordHash: row.passwordHash } : null;
     },
+    // The transaction's write lock (BEGIN IMMEDIATE) already excludes every other writer.
+    lockAccount: (id) => accountById().get({ id }) !== undefined,
 
     insertApiKey: (input) => toApiKey(insertApiKey().get({ name: null, expiresAt: null, ...input })),
     findKeyOwner: (hash) => keyOwner().get({ hash }) ?? null,
@@ -310,6 +342,7 @@ function createQueries(db: Db): Queries {
     touchApiKey(keyId, at) {
       touchKey().run({ id: keyId, at });
     },
+    countActiveApiKeys: (accountId, now) => activeKeys().get({ accountId, now })?.n ?? 0,
 
     listCategories: (page) => categoryPage().all({ ...page }).map(toCategory),
     findCategory(id) {
@@ -409,6 +442,7 @@ function createQueries(db: Db): Queries {
       const row = messageById().get({ id, accountId });
       return row ? toMessage(row) : null;
     },
+    countQueuedMessages: (accountId) => queuedMessages().get({ accountId })?.n ?? 0,
     deliverDue: (createdBefore, sentAt, limit) => deliverDue().all({ createdBefore, sentAt, limit }).map((r) => r.id),
   };
 }
@@ -430,6 +464,8 @@ const readOnly = [
   'openOrderOfPet',
   'findIdempotency',
   'findMessage',
+  'countActiveApiKeys',
+  'countQueuedMessages',
 ] as const satisfies ReadonlyArray<keyof Queries>;
 
 /** A second connection to the file that only reads: it sees committed rows, and never waits for a write. */
@@ -457,8 +493,14 @@ class Batch {
   }
 }
 
-/** `checkpointer`: the file's checkpoint thread (db/checkpointer.ts), stopped by close(). */
-export function createSqliteStorage(db: Db, checkpointer: Checkpointer | null = null): Storage {
+export interface SqliteStorageOptions {
+  /** The file's checkpoint thread (db/checkpointer.ts), stopped by close(). */
+  checkpointer?: Checkpointer | null;
+  /** Writes began to fail for want of space or on I/O errors (an error), or succeed again (null). */
+  onWriteFailure?: (error: Error | null) => void;
+}
+
+export function createSqliteStorage(db: Db, { checkpointer = null, onWriteFailure = () => {} }: SqliteStorageOptions = {}): Storage {
   const sqlite: SqliteDatabase = db.$client;
   const mutex = new Mutex();
   const queries = createQueries(db);
@@ -474,6 +516,15 @@ export function createSqliteStorage(db: Db, checkpointer: Checkpointer | null = 
   const readQueries = reader ? createQueries(reader) : null;
   let open: Batch | null = null;
 
+  // After a failed COMMIT the ROLLBACK can fail too (the same full disk); the COMMIT's
+  // error is the one its transactions hear, and they must hear it.
+  const rollbackQuietly = () => {
+    try {
+      if (sqlite.inTransaction) rollback.run();
+    } catch {
+      // The connection rolls the transaction back itself when it cannot.
+    }
+  };
   const failBatch = (error: unknown) => {
     const batch = open;
     open = null;
@@ -488,7 +539,7 @@ export function createSqliteStorage(db: Db, checkpointer: Checkpointer | null = 
       commit.run();
       batch.resolve();
     } catch (error) {
-      if (sqlite.inTransaction) rollback.run();
+      rollbackQuietly();
       batch.reject(error);
     }
   };
@@ -507,6 +558,21 @@ export function createSqliteStorage(db: Db, checkpointer: Checkpointer | null = 
   // At most sixteen transactions per COMMIT, so that one COMMIT that fails fails no more.
   const maxBatch = 16;
 
+  // The last refusal for want of space or on an I/O error, until a readiness check finds room.
+  let writeFailure: { error: StorageUnavailable; at: number } | null = null;
+  const refusal = (cause: unknown) => {
+    if (!notDurable(cause)) return cause;
+    const error = new StorageUnavailable(
+      'storage_unavailable',
+      'The database could not store this write (disk full or I/O error); nothing was stored',
+      retryAfterSeconds,
+      { cause },
+    );
+    if (!writeFailure) onWriteFailure(error);
+    writeFailure = { error, at: Date.now() };
+    return error;
+  };
+
   async function transaction<T>(work: (tx: Queries) => Promise<T>): Promise<T> {
     if (reader) await endOfTurn();
     await mutex.acquire();
@@ -518,8 +584,8 @@ export function createSqliteStorage(db: Db, checkpointer: Checkpointer | null = 
           commit.run();
           return result;
         } catch (error) {
-          if (sqlite.inTransaction) rollback.run();
-          throw error;
+          rollbackQuietly();
+          throw refusal(error);
         }
       } finally {
         mutex.release();
@@ -539,33 +605,47 @@ export function createSqliteStorage(db: Db, checkpointer: Checkpointer | null = 
       try {
         result = await work(queries);
       } catch (error) {
-        if (sqlite.inTransaction) {
+        try {
+          if (!sqlite.inTransaction) throw error;
           rollbackToSavepoint.run();
           releaseSavepoint.run();
-        } else {
+        } catch {
+          // Rolled back by SQLite, or its writes cannot be undone alone: the batch goes
+          // with it, so that nothing it half did can commit.
+          rollbackQuietly();
           failBatch(error);
         }
         throw error;
       }
       releaseSavepoint.run();
       if (++batch.size >= maxBatch) commitOpen();
+    } catch (error) {
+      throw refusal(error);
     } finally {
       // The last of the turn's transactions commits the batch: no other will join it.
       if (!mutex.queued) commitOpen();
       mutex.release();
     }
-    await batch.committed;
+    try {
+      await batch.committed;
+    } catch (error) {
+      throw refusal(error);
+    }
     return result;
   }
 
-  // A write outside a transaction runs at once when none is open. Otherwise, on a file it
-  // joins the batch as a transaction of its own and answers after the COMMIT; in memory it
-  // waits for the transaction to end.
-  const guard =
+  // A write outside a transaction is a transaction of its own (on a file it joins the
+  // turn's batch) and answers after its COMMIT.
+  const write =
+    <A extends unknown[], R>(op: (...args: A) => R) =>
+    (...args: A): Promise<R> =>
+      transaction(async () => op(...args));
+  // A read outside a transaction goes to the read connection on a file; in memory it runs
+  // at once unless a transaction is open, and then waits for it to end.
+  const read =
     <A extends unknown[], R>(op: (...args: A) => R) =>
     (...args: A): R | Promise<R> => {
-      if (!mutex.held && !open) return op(...args);
-      if (reader) return transaction(async () => op(...args));
+      if (!mutex.held) return op(...args);
       return mutex.acquire().then(() => {
         try {
           return op(...args);
@@ -574,14 +654,14 @@ export function createSqliteStorage(db: Db, checkpointer: Checkpointer | null = 
         }
       });
     };
-  const guarded = Object.fromEntries(
-    Object.entries(queries).map(([name, op]) => [name, guard(op as (...args: unknown[]) => unknown)]),
-  ) as unknown as Queries;
-  if (readQueries) {
-    // createQueries' operations use no `this`: each is handed on as it is, with no wrapper.
-    const reads = readQueries as unknown as Record<string, unknown>;
-    for (const name of readOnly) (guarded as unknown as Record<string, unknown>)[name] = reads[name];
+  const reads = new Set<string>(readOnly);
+  const outer: Record<string, unknown> = {};
+  for (const [name, op] of Object.entries(queries) as Array<[string, (...args: unknown[]) => unknown]>) {
+    if (!reads.has(name)) outer[name] = write(op);
+    // createQueries' operations use no `this`: the reader's are handed on as they are.
+    else outer[name] = readQueries ? (readQueries as unknown as Record<string, unknown>)[name] : read(op);
   }
+  const guarded = outer as unknown as Queries;
 
   const p = sql.placeholder;
   const hit = prepared(() =>
@@ -604,27 +684,37 @@ export function createSqliteStorage(db: Db, checkpointer: Checkpointer | null = 
   const resetHits = prepared(() => db.delete(rateLimits).where(eq(rateLimits.key, p('key'))).prepare());
   const purgeHits = prepared(() => db.delete(rateLimits).where(lte(rateLimits.resetAt, p('now'))).prepare());
   const ping = (reader?.$client ?? sqlite).prepare('select 1');
+  const insertWriteCheck = prepared(() => db.insert(writeChecks).values({ room: p('room') }).prepare());
+  const deleteWriteChecks = prepared(() => db.delete(writeChecks).prepare());
 
   return {
     ...guarded,
     engine: 'sqlite',
     transaction,
     // One upsert statement: atomic across the processes sharing the file.
-    hitRateLimit: guard((key: string, windowMs: number, now: number) => hit().get({ key, now, resetAt: now + windowMs })),
-    undoRateLimitHit: guard((key: string) => {
+    hitRateLimit: write((key: string, windowMs: number, now: number) => hit().get({ key, now, resetAt: now + windowMs })),
+    undoRateLimitHit: write((key: string) => {
       undoHit().run({ key });
     }),
-    resetRateLimit: guard((key: string) => {
+    resetRateLimit: write((key: string) => {
       resetHits().run({ key });
     }),
-    purgeRateLimits: guard((now: number) => purgeHits().run({ now }).changes),
-    ping: reader
-      ? () => {
-          ping.get();
-        }
-      : guard(() => {
-          ping.get();
-        }),
+    purgeRateLimits: write((now: number) => purgeHits().run({ now }).changes),
+    // Reads answer; and after a refused write, not ready for the Retry-After it gave, then
+    // until a write as large as a request's succeeds. Small writes may still fit meanwhile
+    // (an UPDATE of no rows always does), so only this check ends the failure.
+    async ping() {
+      if (reader) ping.get();
+      else await read(() => ping.get())();
+      if (!writeFailure) return;
+      if (Date.now() - writeFailure.at < retryAfterSeconds * 1000) throw writeFailure.error;
+      await transaction(async () => {
+        insertWriteCheck().run({ room: writeCheckRoom });
+        deleteWriteChecks().run();
+      });
+      writeFailure = null;
+      onWriteFailure(null);
+    },
     async close() {
       await mutex.acquire();
       // A batch its last transaction left open, since this close waited for the lock.

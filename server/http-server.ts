@@ -146,6 +146,7 @@ export function createHttpServer(app: RequestListener, config: ServerLimits, lif
     socket.end(
       `HTTP/1.1 ${status} ${STATUS_CODES[status] ?? 'Bad Request'}\r\n` +
         'Content-Type: application/json\r\n' +
+        'X-Content-Type-Options: nosniff\r\n' +
         `Content-Length: ${Buffer.byteLength(body)}\r\n` +
         'Connection: close\r\n\r\n' +
         body,

@@ -36,6 +36,8 @@ export function testConfig(env: Record<string, string> = {}): Config {
     // Tests log in with wrong passwords on purpose; the lockout has its own tests.
     LOGIN_FAILURES_PER_ACCOUNT: '100000',
     LOGIN_FAILURES_PER_ADDRESS: '100000',
+    // Every test signs up from one address; the sign-up limit has its own tests.
+    SIGNUPS_PER_ADDRESS_PER_HOUR: '100000',
     SEED_DEMO_DATA: 'false',
     MESSAGE_DELIVERY_DELAY_MS: '0',
     ...env,
@@ -124,7 +126,7 @@ export function setupApp(options: Partial<AppOptions> & { databasePath?: string;
   return {
     app,
     storage,
-    repos: createStore(storage),
+    repos: createStore(storage, config.bounds),
     config,
     query: query ?? (() => Promise.reject(new Error('no raw SQL on a given storage'))),
   };

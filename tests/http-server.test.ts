@@ -58,6 +58,7 @@ describe("requests Node's parser refuses", () => {
     const res = parse(await exchange(server.url, text).closed);
     expect(res.status).toBe(status);
     expect(res.headers['content-type']).toMatch(/^application\/json/);
+    expect(res.headers['x-content-type-options']).toBe('nosniff');
     expect(JSON.parse(res.body)).toEqual({ code, message: expect.any(String), status });
   });
 });

@@ -220,6 +220,7 @@ function behavesAsOneService(
 const instanceEnv = {
   TRUST_PROXY: 'loopback',
   RATE_LIMIT_PER_MINUTE: String(limit),
+  SIGNUPS_PER_ADDRESS_PER_HOUR: '100000',
   MESSAGE_DELIVERY_DELAY_MS: '0',
   SEED_DEMO_DATA: 'false',
   LOG_LEVEL: 'debug',
