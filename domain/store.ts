@@ -241,6 +241,9 @@ export function createStore(storage: Storage, bounds: Bounds = defaultBounds) {
         }),
       findForAccount: (accountId: number, id: string) => storage.findMessage(accountId, id),
     },
+
+    /** Whether the database answers and takes writes (throws StorageUnavailable when not): readiness. */
+    ready: () => storage.ping(),
   };
 }
 

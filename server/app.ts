@@ -53,7 +53,7 @@ export function createApp({ storage: given, db, config, spec = loadSpec(), log, 
   const storage = given ?? (db ? createSqliteStorage(db) : undefined);
   if (!storage) throw new Error('createApp needs a storage (or a SQLite db)');
   const repos = createStore(storage, config.bounds);
-  const ctx: AppContext = { storage, repos, config, log: logger };
+  const ctx: AppContext = { repos, config, log: logger };
   const operations = operationsOf(spec);
 
   // Counters live where every process serving this database sees them: in the database
