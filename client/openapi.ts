@@ -430,7 +430,10 @@ export interface components {
             status?: components["schemas"]["PetStatus"];
         };
         /**
-         * @description A pet as the service returns it; `status` is always present (`available` unless the pet was created or updated with another).
+         * @description A pet: the fields of `NewPet` and its `id`. `id`, `name` and `categoryId`
+         *     are required, as the interface states; `status` is optional in the schema,
+         *     but every pet the service returns carries it (`available` unless the pet
+         *     was created or updated with another).
          * @example {
          *       "id": 1,
          *       "name": "Rex",
@@ -443,7 +446,8 @@ export interface components {
             /** @description The animal's name. */
             name: string;
             categoryId: components["schemas"]["Id"];
-            status: components["schemas"]["PetStatus"];
+            /** @description Status of the pet. Optional in the schema; present in every pet the service returns. */
+            status?: components["schemas"]["PetStatus"];
         };
         Pets: components["schemas"]["Pet"][];
         NewCategory: {
@@ -483,9 +487,10 @@ export interface components {
         };
         /**
          * @description An order as the service returns it (requests use `NewOrder` and
-         *     `OrderFulfilment`). `id`, `petId`, `quantity` (1 unless the order said
-         *     otherwise) and `complete` are always present; `shipDate` appears once
-         *     the order is completed.
+         *     `OrderFulfilment`). As the interface states, no field of Order is
+         *     marked required; every order the service returns nonetheless carries
+         *     `id`, `petId`, `quantity` (1 unless the order said otherwise) and
+         *     `complete`, and `shipDate` once the order is completed.
          * @example {
          *       "id": 7,
          *       "petId": 1,
@@ -495,20 +500,20 @@ export interface components {
          *     }
          */
         Order: {
-            id: components["schemas"]["Id"];
-            petId: components["schemas"]["Id"];
+            id?: components["schemas"]["Id"];
+            petId?: components["schemas"]["Id"];
             /**
              * Format: int32
-             * @description Number of units ordered.
+             * @description Number of units ordered; present in every order the service returns.
              */
-            quantity: number;
+            quantity?: number;
             /**
              * Format: date-time
              * @description Expected or actual ship date; set when the order is completed.
              */
             shipDate?: string;
-            /** @description Whether the order has been fulfilled. */
-            complete: boolean;
+            /** @description Whether the order has been fulfilled; present in every order the service returns. */
+            complete?: boolean;
         };
         OrderFulfilment: {
             /**
