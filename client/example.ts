@@ -4,6 +4,15 @@
 // tests/client.test.ts runs it against a fresh one in CI.
 import { basicAuth, createPetStoreClient } from './index';
 
+/**
+ * Narrows a response whose schema leaves `keys` optional to one that has them. Order marks
+ * no field required and Pet leaves `status` optional (the interface's rule); the service
+ * sends them all the same, and a consumer checks rather than asserts with `!`.
+ */
+function has<T extends object, K extends keyof T>(value: T, ...keys: K[]): value is T & Required<Pick<T, K>> {
+  return keys.every((key) => value[key] !== undefined);
+}
+
 export async function example(baseUrl: string, log: (line: string) => void = console.log): Promise<void> {
   const email = `client-${Date.now()}@example.com`;
   const password = 'correct horse battery staple';
@@ -22,13 +31,14 @@ export async function example(baseUrl: string, log: (line: string) => void = con
   if (!item) throw new Error('no pet in stock to order');
   const pets = await client.GET('/pets', { params: { query: { ids: [item.petId] } } });
   if (pets.error) throw new Error(`pets: ${pets.error.code}`);
-  for (const pet of pets.data) log(`pet ${pet.id}: ${pet.name} (${pet.status})`);
+  for (const pet of pets.data) log(`pet ${pet.id}: ${pet.name} (${pet.status ?? 'no status given'})`);
 
   const placed = await client.POST('/store/orders', { body: { petId: item.petId } });
   if (placed.error) throw new Error(`order: ${placed.error.code}`);
-  // Always present in an Order: no `!` needed.
+  if (!has(placed.data, 'id')) throw new Error('order: the placed order came back without an id');
   const order = await client.GET('/store/orders/{orderId}', { params: { path: { orderId: placed.data.id } } });
   if (order.error) throw new Error(`read back: ${order.error.code}`);
+  if (!has(order.data, 'id', 'petId', 'quantity', 'complete')) throw new Error(`read back: order ${placed.data.id} is missing a field`);
   log(`order ${order.data.id}: ${order.data.quantity} x pet ${order.data.petId}, complete: ${order.data.complete}`);
 
   // More than the stock: a 409 whose body is the typed Error.

@@ -249,7 +249,9 @@ export interface paths {
          * Sign up
          * @description Creates a `customer` account. Public. Emails are unique ignoring case;
          *     a taken email is 409 `conflict`. Admins are made only from the
-         *     command line (`npm run account:create -- --admin`).
+         *     command line (`npm run account:create -- --admin`). One client
+         *     address may create 10 accounts an hour by default; past that, 429
+         *     `rate_limited` with `Retry-After` (see Limits).
          */
         post: operations["createAccount"];
         delete?: never;
@@ -275,7 +277,9 @@ export interface paths {
          * Generate an API key
          * @description Authenticated with HTTP Basic (`email:password`). The secret `key` is
          *     in this response only; the service keeps just its SHA-256 hash. The
-         *     body is optional.
+         *     body is optional. An account holds at most 20 active keys by default
+         *     (neither revoked nor expired); past that, 409 `api_key_limit_reached`:
+         *     revoke one first.
          */
         post: operations["createApiKey"];
         delete?: never;
@@ -322,7 +326,10 @@ export interface paths {
          * Queue a message (quickstart)
          * @description Queues a message for delivery and answers at once with 202. A worker
          *     in the service delivers it shortly after: `status` becomes `sent`,
-         *     with `sentAt`. Queued messages survive a restart.
+         *     with `sentAt`. Queued messages survive a restart. An account may
+         *     have 100 messages not yet delivered by default; past that, 429
+         *     `message_queue_full` with `Retry-After`, by when some will have been
+         *     delivered.
          */
         post: operations["sendMessage"];
         delete?: never;
@@ -423,7 +430,10 @@ export interface components {
             status?: components["schemas"]["PetStatus"];
         };
         /**
-         * @description A pet as the service returns it; `status` is always present (`available` unless the pet was created or updated with another).
+         * @description A pet: the fields of `NewPet` and its `id`. `id`, `name` and `categoryId`
+         *     are required, as the interface states; `status` is optional in the schema,
+         *     but every pet the service returns carries it (`available` unless the pet
+         *     was created or updated with another).
          * @example {
          *       "id": 1,
          *       "name": "Rex",
@@ -436,7 +446,8 @@ export interface components {
             /** @description The animal's name. */
             name: string;
             categoryId: components["schemas"]["Id"];
-            status: components["schemas"]["PetStatus"];
+            /** @description Status of the pet. Optional in the schema; present in every pet the service returns. */
+            status?: components["schemas"]["PetStatus"];
         };
         Pets: components["schemas"]["Pet"][];
         NewCategory: {
@@ -476,9 +487,10 @@ export interface components {
         };
         /**
          * @description An order as the service returns it (requests use `NewOrder` and
-         *     `OrderFulfilment`). `id`, `petId`, `quantity` (1 unless the order said
-         *     otherwise) and `complete` are always present; `shipDate` appears once
-         *     the order is completed.
+         *     `OrderFulfilment`). As the interface states, no field of Order is
+         *     marked required; every order the service returns nonetheless carries
+         *     `id`, `petId`, `quantity` (1 unless the order said otherwise) and
+         *     `complete`, and `shipDate` once the order is completed.
          * @example {
          *       "id": 7,
          *       "petId": 1,
@@ -488,20 +500,20 @@ export interface components {
          *     }
          */
         Order: {
-            id: components["schemas"]["Id"];
-            petId: components["schemas"]["Id"];
+            id?: components["schemas"]["Id"];
+            petId?: components["schemas"]["Id"];
             /**
              * Format: int32
-             * @description Number of units ordered.
+             * @description Number of units ordered; present in every order the service returns.
              */
-            quantity: number;
+            quantity?: number;
             /**
              * Format: date-time
              * @description Expected or actual ship date; set when the order is completed.
              */
             shipDate?: string;
-            /** @description Whether the order has been fulfilled. */
-            complete: boolean;
+            /** @description Whether the order has been fulfilled; present in every order the service returns. */
+            complete?: boolean;
         };
         OrderFulfilment: {
             /**
@@ -646,8 +658,8 @@ export interface components {
              *
              *     - `bad_request` 400: the HTTP request itself is malformed (request line,
              *       method or headers), answered before any operation is matched.
-             *     - `invalid_json` 400: the body is not JSON, not UTF-8, or holds a lone
-             *       surrogate escape.
+             *     - `invalid_json` 400: the body is not JSON, not UTF-8, holds a lone
+             *       surrogate escape, or names a member twice in one object.
              *     - `invalid_content_type` 400: a body without `Content-Type: application/json`.
              *     - `validation_failed` 400: a parameter or field breaks the schema.
              *     - `unauthorized` 401: no valid credentials.
@@ -657,13 +669,15 @@ export interface components {
              *     - `conflict` 409: a duplicate name or email.
              *     - `pet_not_available`, `insufficient_stock`, `pet_has_open_orders`,
              *       `category_in_use`, `order_completed`, `idempotency_key_reused` 409.
+             *     - `api_key_limit_reached` 409: the account holds its most active API keys.
              *     - `request_timeout` 408: the request's headers or body did not arrive in time.
              *     - `precondition_failed` 412, `range_not_satisfiable` 416: a conditional or
              *       Range request on the reference's static files (`/docs/assets`).
              *     - `payload_too_large` 413: the body is over 64 KiB.
              *     - `headers_too_large` 431: the request's headers are too large.
              *     - `pet_not_found`, `category_not_found` 422.
-             *     - `rate_limited` 429.
+             *     - `rate_limited` 429: a rate limit, the failed-login lockout or the sign-up limit.
+             *     - `message_queue_full` 429: the account has its most messages not yet delivered.
              *     - `internal_error` 500: a failure on the service's side.
              *     - `not_implemented` 501: the operation is in the contract but not served yet.
              *     - `unavailable` 503: the database does not answer; retry after `Retry-After`.
@@ -671,7 +685,7 @@ export interface components {
              *       error) and was not stored; retry after `Retry-After`.
              * @enum {string}
              */
-            code: "bad_request" | "invalid_json" | "invalid_content_type" | "validation_failed" | "unauthorized" | "forbidden" | "not_found" | "method_not_allowed" | "conflict" | "pet_not_available" | "insufficient_stock" | "pet_has_open_orders" | "category_in_use" | "order_completed" | "idempotency_key_reused" | "request_timeout" | "precondition_failed" | "payload_too_large" | "range_not_satisfiable" | "headers_too_large" | "pet_not_found" | "category_not_found" | "rate_limited" | "internal_error" | "not_implemented" | "unavailable" | "storage_unavailable";
+            code: "bad_request" | "invalid_json" | "invalid_content_type" | "validation_failed" | "unauthorized" | "forbidden" | "not_found" | "method_not_allowed" | "conflict" | "pet_not_available" | "insufficient_stock" | "pet_has_open_orders" | "category_in_use" | "order_completed" | "idempotency_key_reused" | "request_timeout" | "precondition_failed" | "payload_too_large" | "range_not_satisfiable" | "headers_too_large" | "pet_not_found" | "category_not_found" | "rate_limited" | "internal_error" | "not_implemented" | "unavailable" | "storage_unavailable" | "api_key_limit_reached" | "message_queue_full";
             /** @description Human-readable description; never a stack trace. */
             message: string;
             /**
@@ -693,6 +707,8 @@ export interface components {
                 "RateLimit-Policy": components["headers"]["RateLimitPolicy"];
                 RateLimit: components["headers"]["RateLimit"];
                 "X-Request-Id": components["headers"]["XRequestId"];
+                "X-Content-Type-Options": components["headers"]["XContentTypeOptions"];
+                "Cache-Control": components["headers"]["CacheControlNoStore"];
                 [name: string]: unknown;
             };
             content: {
@@ -709,6 +725,8 @@ export interface components {
                 "RateLimit-Policy": components["headers"]["RateLimitPolicy"];
                 RateLimit: components["headers"]["RateLimit"];
                 "X-Request-Id": components["headers"]["XRequestId"];
+                "X-Content-Type-Options": components["headers"]["XContentTypeOptions"];
+                "Cache-Control": components["headers"]["CacheControlNoStore"];
                 [name: string]: unknown;
             };
             content: {
@@ -729,6 +747,8 @@ export interface components {
                 "RateLimit-Policy": components["headers"]["RateLimitPolicy"];
                 RateLimit: components["headers"]["RateLimit"];
                 "X-Request-Id": components["headers"]["XRequestId"];
+                "X-Content-Type-Options": components["headers"]["XContentTypeOptions"];
+                "Cache-Control": components["headers"]["CacheControlNoStore"];
                 [name: string]: unknown;
             };
             content: {
@@ -748,6 +768,8 @@ export interface components {
                 "RateLimit-Policy": components["headers"]["RateLimitPolicy"];
                 RateLimit: components["headers"]["RateLimit"];
                 "X-Request-Id": components["headers"]["XRequestId"];
+                "X-Content-Type-Options": components["headers"]["XContentTypeOptions"];
+                "Cache-Control": components["headers"]["CacheControlNoStore"];
                 [name: string]: unknown;
             };
             content: {
@@ -767,6 +789,8 @@ export interface components {
                 "RateLimit-Policy": components["headers"]["RateLimitPolicy"];
                 RateLimit: components["headers"]["RateLimit"];
                 "X-Request-Id": components["headers"]["XRequestId"];
+                "X-Content-Type-Options": components["headers"]["XContentTypeOptions"];
+                "Cache-Control": components["headers"]["CacheControlNoStore"];
                 [name: string]: unknown;
             };
             content: {
@@ -787,6 +811,8 @@ export interface components {
                 "RateLimit-Policy": components["headers"]["RateLimitPolicy"];
                 RateLimit: components["headers"]["RateLimit"];
                 "X-Request-Id": components["headers"]["XRequestId"];
+                "X-Content-Type-Options": components["headers"]["XContentTypeOptions"];
+                "Cache-Control": components["headers"]["CacheControlNoStore"];
                 [name: string]: unknown;
             };
             content: {
@@ -810,6 +836,8 @@ export interface components {
                 "RateLimit-Policy": components["headers"]["RateLimitPolicy"];
                 RateLimit: components["headers"]["RateLimit"];
                 "X-Request-Id": components["headers"]["XRequestId"];
+                "X-Content-Type-Options": components["headers"]["XContentTypeOptions"];
+                "Cache-Control": components["headers"]["CacheControlNoStore"];
                 [name: string]: unknown;
             };
             content: {
@@ -834,6 +862,8 @@ export interface components {
                 "RateLimit-Policy": components["headers"]["RateLimitPolicy"];
                 RateLimit: components["headers"]["RateLimit"];
                 "X-Request-Id": components["headers"]["XRequestId"];
+                "X-Content-Type-Options": components["headers"]["XContentTypeOptions"];
+                "Cache-Control": components["headers"]["CacheControlNoStore"];
                 [name: string]: unknown;
             };
             content: {
@@ -853,6 +883,8 @@ export interface components {
                 "RateLimit-Policy": components["headers"]["RateLimitPolicy"];
                 RateLimit: components["headers"]["RateLimit"];
                 "X-Request-Id": components["headers"]["XRequestId"];
+                "X-Content-Type-Options": components["headers"]["XContentTypeOptions"];
+                "Cache-Control": components["headers"]["CacheControlNoStore"];
                 [name: string]: unknown;
             };
             content: {
@@ -872,6 +904,8 @@ export interface components {
                 "RateLimit-Policy": components["headers"]["RateLimitPolicy"];
                 RateLimit: components["headers"]["RateLimit"];
                 "X-Request-Id": components["headers"]["XRequestId"];
+                "X-Content-Type-Options": components["headers"]["XContentTypeOptions"];
+                "Cache-Control": components["headers"]["CacheControlNoStore"];
                 [name: string]: unknown;
             };
             content: {
@@ -892,6 +926,8 @@ export interface components {
                 "RateLimit-Policy": components["headers"]["RateLimitPolicy"];
                 RateLimit: components["headers"]["RateLimit"];
                 "X-Request-Id": components["headers"]["XRequestId"];
+                "X-Content-Type-Options": components["headers"]["XContentTypeOptions"];
+                "Cache-Control": components["headers"]["CacheControlNoStore"];
                 [name: string]: unknown;
             };
             content: {
@@ -905,13 +941,15 @@ export interface components {
                 "application/json": components["schemas"]["Error"];
             };
         };
-        /** @description `rate_limited`: too many requests from this address or for this account, or too many failed logins; wait `Retry-After` seconds. */
+        /** @description `rate_limited`: too many requests from this address or for this account, too many failed logins, or (on `POST /accounts`) too many sign-ups from this address; wait `Retry-After` seconds. */
         TooManyRequests: {
             headers: {
                 "Retry-After": components["headers"]["RetryAfter"];
                 "RateLimit-Policy": components["headers"]["RateLimitPolicy"];
                 RateLimit: components["headers"]["RateLimit"];
                 "X-Request-Id": components["headers"]["XRequestId"];
+                "X-Content-Type-Options": components["headers"]["XContentTypeOptions"];
+                "Cache-Control": components["headers"]["CacheControlNoStore"];
                 [name: string]: unknown;
             };
             content: {
@@ -925,12 +963,54 @@ export interface components {
                 "application/json": components["schemas"]["Error"];
             };
         };
+        /** @description `api_key_limit_reached`: the account already holds its most active API keys (20 by default); revoke one to create another. */
+        ApiKeyLimitReached: {
+            headers: {
+                "RateLimit-Policy": components["headers"]["RateLimitPolicy"];
+                RateLimit: components["headers"]["RateLimit"];
+                "X-Request-Id": components["headers"]["XRequestId"];
+                "X-Content-Type-Options": components["headers"]["XContentTypeOptions"];
+                "Cache-Control": components["headers"]["CacheControlNoStore"];
+                [name: string]: unknown;
+            };
+            content: {
+                /**
+                 * @example {
+                 *       "code": "api_key_limit_reached",
+                 *       "message": "The account already holds 20 active API keys (at most 20); revoke one to create another",
+                 *       "status": 409
+                 *     }
+                 */
+                "application/json": components["schemas"]["Error"];
+            };
+        };
+        /**
+         * @description `message_queue_full`: the account already has its most messages not yet
+         *     delivered (100 by default); or `rate_limited`: too many requests from
+         *     this address or for this account. Either way, wait `Retry-After` seconds.
+         */
+        MessageQueueFull: {
+            headers: {
+                "Retry-After": components["headers"]["RetryAfter"];
+                "RateLimit-Policy": components["headers"]["RateLimitPolicy"];
+                RateLimit: components["headers"]["RateLimit"];
+                "X-Request-Id": components["headers"]["XRequestId"];
+                "X-Content-Type-Options": components["headers"]["XContentTypeOptions"];
+                "Cache-Control": components["headers"]["CacheControlNoStore"];
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": components["schemas"]["Error"];
+            };
+        };
         /** @description `internal_error`: the service failed. The message is generic; details are only in the server log under the `X-Request-Id`. */
         InternalError: {
             headers: {
                 "RateLimit-Policy": components["headers"]["RateLimitPolicy"];
                 RateLimit: components["headers"]["RateLimit"];
                 "X-Request-Id": components["headers"]["XRequestId"];
+                "X-Content-Type-Options": components["headers"]["XContentTypeOptions"];
+                "Cache-Control": components["headers"]["CacheControlNoStore"];
                 [name: string]: unknown;
             };
             content: {
@@ -951,6 +1031,8 @@ export interface components {
                 "RateLimit-Policy": components["headers"]["RateLimitPolicy"];
                 RateLimit: components["headers"]["RateLimit"];
                 "X-Request-Id": components["headers"]["XRequestId"];
+                "X-Content-Type-Options": components["headers"]["XContentTypeOptions"];
+                "Cache-Control": components["headers"]["CacheControlNoStore"];
                 [name: string]: unknown;
             };
             content: {
@@ -1010,6 +1092,10 @@ export interface components {
     headers: {
         /** @description The request's id, echoed from the request when it was sane, otherwise new. */
         XRequestId: string;
+        /** @description `nosniff` on every response: a browser must take the body as the `Content-Type` says, never guess. */
+        XContentTypeOptions: "nosniff";
+        /** @description `no-store` on every response of an operation that takes credentials (errors included): no cache keeps an answer meant for one account. */
+        CacheControlNoStore: "no-store";
         /** @description Path of the created resource. */
         Location: string;
         /** @description `<...>; rel="next"` when there is a next page. */
@@ -1026,7 +1112,7 @@ export interface components {
         WWWAuthenticate: string;
         /** @description The methods the path supports. */
         Allow: string;
-        /** @description Seconds to wait before retrying (at most a minute). */
+        /** @description Seconds to wait before retrying (at most a day, the longest window an operator may configure). */
         RetryAfter: number;
         /** @description The IETF RateLimit-Policy header, for example `"default";q=600;w=60`. */
         RateLimitPolicy: string;
@@ -1064,6 +1150,8 @@ export interface operations {
                     "RateLimit-Policy": components["headers"]["RateLimitPolicy"];
                     RateLimit: components["headers"]["RateLimit"];
                     "X-Request-Id": components["headers"]["XRequestId"];
+                    "X-Content-Type-Options": components["headers"]["XContentTypeOptions"];
+                    "Cache-Control": components["headers"]["CacheControlNoStore"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -1103,6 +1191,8 @@ export interface operations {
                     "RateLimit-Policy": components["headers"]["RateLimitPolicy"];
                     RateLimit: components["headers"]["RateLimit"];
                     "X-Request-Id": components["headers"]["XRequestId"];
+                    "X-Content-Type-Options": components["headers"]["XContentTypeOptions"];
+                    "Cache-Control": components["headers"]["CacheControlNoStore"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -1140,6 +1230,8 @@ export interface operations {
                     "RateLimit-Policy": components["headers"]["RateLimitPolicy"];
                     RateLimit: components["headers"]["RateLimit"];
                     "X-Request-Id": components["headers"]["XRequestId"];
+                    "X-Content-Type-Options": components["headers"]["XContentTypeOptions"];
+                    "Cache-Control": components["headers"]["CacheControlNoStore"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -1172,6 +1264,8 @@ export interface operations {
                     "RateLimit-Policy": components["headers"]["RateLimitPolicy"];
                     RateLimit: components["headers"]["RateLimit"];
                     "X-Request-Id": components["headers"]["XRequestId"];
+                    "X-Content-Type-Options": components["headers"]["XContentTypeOptions"];
+                    "Cache-Control": components["headers"]["CacheControlNoStore"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -1207,6 +1301,8 @@ export interface operations {
                     "RateLimit-Policy": components["headers"]["RateLimitPolicy"];
                     RateLimit: components["headers"]["RateLimit"];
                     "X-Request-Id": components["headers"]["XRequestId"];
+                    "X-Content-Type-Options": components["headers"]["XContentTypeOptions"];
+                    "Cache-Control": components["headers"]["CacheControlNoStore"];
                     [name: string]: unknown;
                 };
                 content?: never;
@@ -1242,6 +1338,8 @@ export interface operations {
                     "RateLimit-Policy": components["headers"]["RateLimitPolicy"];
                     RateLimit: components["headers"]["RateLimit"];
                     "X-Request-Id": components["headers"]["XRequestId"];
+                    "X-Content-Type-Options": components["headers"]["XContentTypeOptions"];
+                    "Cache-Control": components["headers"]["CacheControlNoStore"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -1271,6 +1369,8 @@ export interface operations {
                     "RateLimit-Policy": components["headers"]["RateLimitPolicy"];
                     RateLimit: components["headers"]["RateLimit"];
                     "X-Request-Id": components["headers"]["XRequestId"];
+                    "X-Content-Type-Options": components["headers"]["XContentTypeOptions"];
+                    "Cache-Control": components["headers"]["CacheControlNoStore"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -1305,6 +1405,8 @@ export interface operations {
                     "RateLimit-Policy": components["headers"]["RateLimitPolicy"];
                     RateLimit: components["headers"]["RateLimit"];
                     "X-Request-Id": components["headers"]["XRequestId"];
+                    "X-Content-Type-Options": components["headers"]["XContentTypeOptions"];
+                    "Cache-Control": components["headers"]["CacheControlNoStore"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -1337,6 +1439,8 @@ export interface operations {
                     "RateLimit-Policy": components["headers"]["RateLimitPolicy"];
                     RateLimit: components["headers"]["RateLimit"];
                     "X-Request-Id": components["headers"]["XRequestId"];
+                    "X-Content-Type-Options": components["headers"]["XContentTypeOptions"];
+                    "Cache-Control": components["headers"]["CacheControlNoStore"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -1372,6 +1476,8 @@ export interface operations {
                     "RateLimit-Policy": components["headers"]["RateLimitPolicy"];
                     RateLimit: components["headers"]["RateLimit"];
                     "X-Request-Id": components["headers"]["XRequestId"];
+                    "X-Content-Type-Options": components["headers"]["XContentTypeOptions"];
+                    "Cache-Control": components["headers"]["CacheControlNoStore"];
                     [name: string]: unknown;
                 };
                 content?: never;
@@ -1409,6 +1515,8 @@ export interface operations {
                     "RateLimit-Policy": components["headers"]["RateLimitPolicy"];
                     RateLimit: components["headers"]["RateLimit"];
                     "X-Request-Id": components["headers"]["XRequestId"];
+                    "X-Content-Type-Options": components["headers"]["XContentTypeOptions"];
+                    "Cache-Control": components["headers"]["CacheControlNoStore"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -1440,6 +1548,8 @@ export interface operations {
                     "RateLimit-Policy": components["headers"]["RateLimitPolicy"];
                     RateLimit: components["headers"]["RateLimit"];
                     "X-Request-Id": components["headers"]["XRequestId"];
+                    "X-Content-Type-Options": components["headers"]["XContentTypeOptions"];
+                    "Cache-Control": components["headers"]["CacheControlNoStore"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -1481,6 +1591,8 @@ export interface operations {
                     "RateLimit-Policy": components["headers"]["RateLimitPolicy"];
                     RateLimit: components["headers"]["RateLimit"];
                     "X-Request-Id": components["headers"]["XRequestId"];
+                    "X-Content-Type-Options": components["headers"]["XContentTypeOptions"];
+                    "Cache-Control": components["headers"]["CacheControlNoStore"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -1520,6 +1632,8 @@ export interface operations {
                     "RateLimit-Policy": components["headers"]["RateLimitPolicy"];
                     RateLimit: components["headers"]["RateLimit"];
                     "X-Request-Id": components["headers"]["XRequestId"];
+                    "X-Content-Type-Options": components["headers"]["XContentTypeOptions"];
+                    "Cache-Control": components["headers"]["CacheControlNoStore"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -1566,6 +1680,8 @@ export interface operations {
                     "RateLimit-Policy": components["headers"]["RateLimitPolicy"];
                     RateLimit: components["headers"]["RateLimit"];
                     "X-Request-Id": components["headers"]["XRequestId"];
+                    "X-Content-Type-Options": components["headers"]["XContentTypeOptions"];
+                    "Cache-Control": components["headers"]["CacheControlNoStore"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -1608,6 +1724,8 @@ export interface operations {
                     "RateLimit-Policy": components["headers"]["RateLimitPolicy"];
                     RateLimit: components["headers"]["RateLimit"];
                     "X-Request-Id": components["headers"]["XRequestId"];
+                    "X-Content-Type-Options": components["headers"]["XContentTypeOptions"];
+                    "Cache-Control": components["headers"]["CacheControlNoStore"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -1640,6 +1758,8 @@ export interface operations {
                     "RateLimit-Policy": components["headers"]["RateLimitPolicy"];
                     RateLimit: components["headers"]["RateLimit"];
                     "X-Request-Id": components["headers"]["XRequestId"];
+                    "X-Content-Type-Options": components["headers"]["XContentTypeOptions"];
+                    "Cache-Control": components["headers"]["CacheControlNoStore"];
                     [name: string]: unknown;
                 };
                 content?: never;
@@ -1680,6 +1800,8 @@ export interface operations {
                     "RateLimit-Policy": components["headers"]["RateLimitPolicy"];
                     RateLimit: components["headers"]["RateLimit"];
                     "X-Request-Id": components["headers"]["XRequestId"];
+                    "X-Content-Type-Options": components["headers"]["XContentTypeOptions"];
+                    "Cache-Control": components["headers"]["CacheControlNoStore"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -1721,6 +1843,7 @@ export interface operations {
                     "RateLimit-Policy": components["headers"]["RateLimitPolicy"];
                     RateLimit: components["headers"]["RateLimit"];
                     "X-Request-Id": components["headers"]["XRequestId"];
+                    "X-Content-Type-Options": components["headers"]["XContentTypeOptions"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -1756,6 +1879,8 @@ export interface operations {
                     "RateLimit-Policy": components["headers"]["RateLimitPolicy"];
                     RateLimit: components["headers"]["RateLimit"];
                     "X-Request-Id": components["headers"]["XRequestId"];
+                    "X-Content-Type-Options": components["headers"]["XContentTypeOptions"];
+                    "Cache-Control": components["headers"]["CacheControlNoStore"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -1794,6 +1919,8 @@ export interface operations {
                     "RateLimit-Policy": components["headers"]["RateLimitPolicy"];
                     RateLimit: components["headers"]["RateLimit"];
                     "X-Request-Id": components["headers"]["XRequestId"];
+                    "X-Content-Type-Options": components["headers"]["XContentTypeOptions"];
+                    "Cache-Control": components["headers"]["CacheControlNoStore"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -1802,6 +1929,7 @@ export interface operations {
             };
             400: components["responses"]["BadRequest"];
             401: components["responses"]["BasicUnauthorized"];
+            409: components["responses"]["ApiKeyLimitReached"];
             413: components["responses"]["PayloadTooLarge"];
             429: components["responses"]["TooManyRequests"];
             500: components["responses"]["InternalError"];
@@ -1826,6 +1954,8 @@ export interface operations {
                     "RateLimit-Policy": components["headers"]["RateLimitPolicy"];
                     RateLimit: components["headers"]["RateLimit"];
                     "X-Request-Id": components["headers"]["XRequestId"];
+                    "X-Content-Type-Options": components["headers"]["XContentTypeOptions"];
+                    "Cache-Control": components["headers"]["CacheControlNoStore"];
                     [name: string]: unknown;
                 };
                 content?: never;
@@ -1863,6 +1993,8 @@ export interface operations {
                     "RateLimit-Policy": components["headers"]["RateLimitPolicy"];
                     RateLimit: components["headers"]["RateLimit"];
                     "X-Request-Id": components["headers"]["XRequestId"];
+                    "X-Content-Type-Options": components["headers"]["XContentTypeOptions"];
+                    "Cache-Control": components["headers"]["CacheControlNoStore"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -1880,7 +2012,7 @@ export interface operations {
             400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
             413: components["responses"]["PayloadTooLarge"];
-            429: components["responses"]["TooManyRequests"];
+            429: components["responses"]["MessageQueueFull"];
             500: components["responses"]["InternalError"];
             503: components["responses"]["Unavailable"];
         };
@@ -1903,6 +2035,8 @@ export interface operations {
                     "RateLimit-Policy": components["headers"]["RateLimitPolicy"];
                     RateLimit: components["headers"]["RateLimit"];
                     "X-Request-Id": components["headers"]["XRequestId"];
+                    "X-Content-Type-Options": components["headers"]["XContentTypeOptions"];
+                    "Cache-Control": components["headers"]["CacheControlNoStore"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -1930,6 +2064,7 @@ export interface operations {
             200: {
                 headers: {
                     "X-Request-Id": components["headers"]["XRequestId"];
+                    "X-Content-Type-Options": components["headers"]["XContentTypeOptions"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -1954,6 +2089,7 @@ export interface operations {
             200: {
                 headers: {
                     "X-Request-Id": components["headers"]["XRequestId"];
+                    "X-Content-Type-Options": components["headers"]["XContentTypeOptions"];
                     [name: string]: unknown;
                 };
                 content: {

@@ -114,6 +114,11 @@ async function main(): Promise<number> {
         RATE_LIMIT_PER_MINUTE: String(rateLimit),
         LOGIN_FAILURES_PER_ACCOUNT: String(rateLimit),
         LOGIN_FAILURES_PER_ADDRESS: String(rateLimit),
+        // The suite signs up many accounts from one address; the limit has its own tests.
+        SIGNUPS_PER_ADDRESS_PER_HOUR: String(rateLimit),
+        // Low enough that the suite's own key creations reach 409 api_key_limit_reached:
+        // its account's first key and the first one it makes fill it.
+        API_KEYS_PER_ACCOUNT: '2',
       });
       services.push(service);
       const limited = await startService({ RATE_LIMIT_PER_MINUTE: '1' });

@@ -51,8 +51,10 @@ async function exerciseCreate(run: Run, op: Operation): Promise<void> {
   // refused the generated requests, set the parents up afresh with their own update
   // operations and ask for the least: required fields only, numbers at their minimum.
   // These are set-up requests picked for the chaining, not drawn, so they are not shrunk.
+  // An operation without ids asks too (its draws may all have been refused), and a bound
+  // on what one account holds answers these with its documented refusal.
   const wanted = 2;
-  for (let round = 0; usesIds && made < wanted && round < 6; round++) {
+  for (let round = 0; made < wanted && round < 6; round++) {
     await refreshParents(run, op);
     const parents = Math.max(...run.consumes(op).map((n) => run.live(n, true).length), 1);
     for (let choice = 0; choice < parents && made < wanted; choice++) {

@@ -21,11 +21,18 @@ function finish(failure) {
 try {
   db = new Database(workerData.path, { fileMustExist: true });
   const checkpoint = db.prepare('PRAGMA wal_checkpoint(PASSIVE)');
+  // A full disk or an I/O error may pass (space is freed): say so once, keep trying.
+  const passing = (error) => error.code === 'SQLITE_FULL' || String(error.code).startsWith('SQLITE_IOERR');
+  let stalled = false;
   timer = setInterval(() => {
     try {
       checkpoint.get();
+      if (stalled) parentPort.postMessage({ recovered: true });
+      stalled = false;
     } catch (error) {
-      finish(error);
+      if (!passing(error)) return finish(error);
+      if (!stalled) parentPort.postMessage({ stalled: `${error.code}: ${error.message}` });
+      stalled = true;
     }
   }, workerData.intervalMs);
   parentPort.on('message', (message) => {

@@ -1,4 +1,4 @@
-// WAL checkpoints off the event loop (README "Performance", "Checkpoints").
+// WAL checkpoints off the event loop (docs/storage.md, "Checkpoints").
 //
 // SQLite's automatic checkpoint runs inside whichever COMMIT takes the write-ahead log
 // past 1000 pages: it copies those pages into the database file and fsyncs both files,
@@ -34,7 +34,14 @@ export function startCheckpointer(
     intervalMs = 100,
     startAfterMs = 1000,
     onError = () => {},
-  }: { intervalMs?: number; startAfterMs?: number; onError?: (error: Error) => void } = {},
+    onStall = () => {},
+  }: {
+    intervalMs?: number;
+    startAfterMs?: number;
+    onError?: (error: Error) => void;
+    /** Checkpoints failing for want of space or on I/O errors (the thread keeps trying), then null once one succeeds. */
+    onStall?: (error: Error | null) => void;
+  } = {},
 ): Checkpointer | null {
   if (sqlite.memory || sqlite.readonly) return null;
   // The main connection takes its checkpoints back, unless it is closed already.
@@ -60,8 +67,10 @@ export function startCheckpointer(
     // The thread alone must never keep the process alive.
     thread.unref();
     exited = new Promise<void>((resolve) => thread.once('exit', () => resolve()));
-    thread.on('message', (message: { failed?: string }) => {
+    thread.on('message', (message: { failed?: string; stalled?: string; recovered?: true }) => {
       if (message.failed) fail(new Error(`WAL checkpoint thread: ${message.failed}`));
+      if (message.stalled) onStall(new Error(`WAL checkpoint: ${message.stalled}`));
+      if (message.recovered) onStall(null);
     });
     thread.once('error', fail);
     thread.once('online', () => {

@@ -12,7 +12,8 @@ export type Db = BetterSQLite3Database<typeof schema> & { $client: Database.Data
 
 export const migrationsFolder = join(__dirname, 'migrations');
 
-export function openDatabase(path: string): Db {
+/** `maxSizeMb`: the file takes no more pages past it; a write that needs one fails with SQLITE_FULL. */
+export function openDatabase(path: string, { maxSizeMb }: { maxSizeMb?: number | undefined } = {}): Db {
   if (path !== ':memory:') {
     mkdirSync(dirname(path), { recursive: true, mode: 0o700 });
     // Created owner-only before SQLite opens it: accounts, key hashes and orders are
@@ -26,6 +27,10 @@ export function openDatabase(path: string): Db {
   // Another process (or connection) holding the write lock makes us wait, not fail.
   sqlite.pragma('busy_timeout = 5000');
   sqlite.pragma('foreign_keys = ON');
+  if (maxSizeMb !== undefined) {
+    const pageSize = sqlite.pragma('page_size', { simple: true }) as number;
+    sqlite.pragma(`max_page_count = ${Math.floor((maxSizeMb * 1024 * 1024) / pageSize)}`);
+  }
   return drizzle(sqlite, { schema });
 }
 

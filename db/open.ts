@@ -15,6 +15,7 @@ import { createSqliteStorage } from './sqlite-storage';
 
 export interface DatabaseConfig {
   databasePath: string;
+  databaseMaxSizeMb?: number | undefined;
   databaseUrl?: string | undefined;
 }
 
@@ -24,10 +25,13 @@ export interface DatabaseConfig {
  * for a moment leave them to SQLite.
  */
 export interface ServiceOptions {
-  checkpoints: { onError: (error: Error) => void };
+  checkpoints: { onError: (error: Error) => void; onStall: (error: Error | null) => void };
+  /** Writes began to fail for want of space or on I/O errors (an error), or succeed again (null). */
+  onWriteFailure: (error: Error | null) => void;
 }
 
-const checkpointsOf = (db: Db, service: ServiceOptions | undefined) => (service ? startCheckpointer(db.$client, service.checkpoints) : null);
+const sqliteStorage = (db: Db, service: ServiceOptions | undefined) =>
+  createSqliteStorage(db, service ? { checkpointer: startCheckpointer(db.$client, service.checkpoints), onWriteFailure: service.onWriteFailure } : {});
 
 /** Opens the database without touching its schema (a cluster worker, once the primary migrated). */
 export function openStorage(config: DatabaseConfig, service?: ServiceOptions): Storage {
@@ -35,8 +39,7 @@ export function openStorage(config: DatabaseConfig, service?: ServiceOptions): S
     const { createPgStorage, openPgDatabase } = pg();
     return createPgStorage(openPgDatabase(config.databaseUrl));
   }
-  const db = openDatabase(config.databasePath);
-  return createSqliteStorage(db, checkpointsOf(db, service));
+  return sqliteStorage(openDatabase(config.databasePath, { maxSizeMb: config.databaseMaxSizeMb }), service);
 }
 
 /** Migrates, seeds a brand-new database when asked, and returns the open storage. */
@@ -52,11 +55,11 @@ export async function prepareStorage(
     ({ brandNew } = await migratePg(db));
     storage = createPgStorage(db);
   } else {
-    const db = openDatabase(config.databasePath);
+    const db = openDatabase(config.databasePath, { maxSizeMb: config.databaseMaxSizeMb });
     // Asked before migrating: afterwards every database looks used.
     brandNew = !hasAppliedMigrations(db);
     migrateDatabase(db);
-    storage = createSqliteStorage(db, checkpointsOf(db, service));
+    storage = sqliteStorage(db, service);
   }
   const seeded = brandNew && config.seedDemoData ? await seedDemoData(createStore(storage)) : null;
   return { storage, seeded };

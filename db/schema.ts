@@ -1,7 +1,7 @@
 // The tables behind openapi.yaml. Timestamps are ISO 8601 text (they sort as strings);
 // ids are SQLite rowids, which the spec caps at 2^53-1 for JSON clients.
 import { sql } from 'drizzle-orm';
-import { check, index, integer, primaryKey, sqliteTable, text } from 'drizzle-orm/sqlite-core';
+import { blob, check, index, integer, primaryKey, sqliteTable, text } from 'drizzle-orm/sqlite-core';
 
 export const accounts = sqliteTable(
   'accounts',
@@ -135,4 +135,11 @@ export const rateLimits = sqliteTable('rate_limits', {
   key: text('key').primaryKey(),
   hits: integer('hits').notNull(),
   resetAt: integer('reset_at').notNull(),
+});
+
+// A readiness check's write while writes are failing (db/sqlite-storage.ts): a row as
+// large as one request's write, inserted and deleted in one transaction, so that it
+// succeeds only where the database has room for new pages again. Always empty.
+export const writeChecks = sqliteTable('write_checks', {
+  room: blob('room', { mode: 'buffer' }).notNull(),
 });

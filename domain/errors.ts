@@ -18,6 +18,8 @@ export type DomainCode = Extract<
   | 'category_in_use'
   | 'order_completed'
   | 'idempotency_key_reused'
+  | 'api_key_limit_reached'
+  | 'message_queue_full'
 >;
 
 export class DomainError extends Error {

@@ -40,6 +40,11 @@ export interface StoredIdempotency {
 export interface Queries {
   insertAccount(input: { email: string; passwordHash: string; role: Role; createdAt: string }): Awaitable<Account | null>;
   findAccountByEmail(email: string): Awaitable<AccountWithSecret | null>;
+  /**
+   * Locks the account row (FOR UPDATE) for the rest of the transaction; false when there is
+   * none. The bounds on what an account holds (keys, queued messages) count under it.
+   */
+  lockAccount(id: number): Awaitable<boolean>;
 
   insertApiKey(input: {
     accountId: number;
@@ -55,6 +60,8 @@ export interface Queries {
   /** False when the account has no such key; keeps the first revocation time. */
   revokeApiKey(accountId: number, keyId: number, at: string): Awaitable<boolean>;
   touchApiKey(keyId: number, at: string): Awaitable<void>;
+  /** The account's keys neither revoked nor expired at `now`. */
+  countActiveApiKeys(accountId: number, now: string): Awaitable<number>;
 
   listCategories(page: Page): Awaitable<Category[]>;
   findCategory(id: number): Awaitable<Category | null>;
@@ -105,6 +112,8 @@ export interface Queries {
 
   insertMessage(input: { id: string; accountId: number; message: string; createdAt: string }): Awaitable<Message>;
   findMessage(accountId: number, id: string): Awaitable<Message | null>;
+  /** The account's messages still `queued`. */
+  countQueuedMessages(accountId: number): Awaitable<number>;
   /**
    * Claims and marks as sent up to `limit` queued messages created at or before
    * `createdBefore`, oldest first; returns their ids. A message is claimed by one caller

@@ -2,7 +2,7 @@
 // Each rule is one transaction that first locks the rows it will decide on (the pet's
 // stock row, the category row), so what it checks is still true when it writes, across
 // processes and instances. A broken rule throws DomainError, which rolls it back; a
-// missing row is null/false. The rules are written down in the README's "Store rules".
+// missing row is null/false. The rules are written down once, in docs/decisions.md (Store rules).
 import { randomBytes } from 'node:crypto';
 import { DomainError, type Outcome } from './errors';
 import { idempotent } from './idempotency';
@@ -19,13 +19,23 @@ const nameTaken = (name: string) => new DomainError('conflict', `A category name
 /** `msg_` and 96 random bits as 24 hex digits: the spec's MessageId pattern. */
 const newMessageId = () => `msg_${randomBytes(12).toString('hex')}`;
 
+/** What one account may hold at once; the operator sets them (README "Configuration"). */
+export interface Bounds {
+  /** Keys neither revoked nor expired. */
+  activeApiKeysPerAccount: number;
+  /** Messages not delivered yet. */
+  queuedMessagesPerAccount: number;
+}
+
+export const defaultBounds: Bounds = { activeApiKeysPerAccount: 20, queuedMessagesPerAccount: 100 };
+
 export interface NewOrder {
   accountId: number;
   petId: number;
   quantity: number;
 }
 
-export function createStore(storage: Storage) {
+export function createStore(storage: Storage, bounds: Bounds = defaultBounds) {
   return {
     accounts: {
       /** Null when the email is taken (ignoring case: stored lower-cased under a unique index). */
@@ -35,8 +45,24 @@ export function createStore(storage: Storage) {
     },
 
     apiKeys: {
+      /**
+       * 409 `api_key_limit_reached` when the account already holds its bound of active keys.
+       * Counted under the account's lock, so concurrent creations cannot pass it together;
+       * keys held beyond a lowered bound keep working, only new ones are refused.
+       */
       create: (input: { accountId: number; name?: string; keyHash: string; prefix: string; lastFour: string; expiresAt?: string }) =>
-        storage.insertApiKey({ ...input, createdAt: new Date().toISOString() }),
+        storage.transaction(async (tx) => {
+          const createdAt = new Date().toISOString();
+          await tx.lockAccount(input.accountId);
+          const active = await tx.countActiveApiKeys(input.accountId, createdAt);
+          if (active >= bounds.activeApiKeysPerAccount) {
+            throw new DomainError(
+              'api_key_limit_reached',
+              `The account already holds ${active} active API keys (at most ${bounds.activeApiKeysPerAccount}); revoke one to create another`,
+            );
+          }
+          return tx.insertApiKey({ ...input, createdAt });
+        }),
       findOwnerByHash: (keyHash: string) => storage.findKeyOwner(keyHash),
       listForAccount: (accountId: number, page: Page) => storage.listApiKeys(accountId, page),
       revoke: (accountId: number, keyId: number) => storage.revokeApiKey(accountId, keyId, new Date().toISOString()),
@@ -198,11 +224,26 @@ export function createStore(storage: Storage) {
     },
 
     messages: {
-      /** Stores the message as `queued`: the row is the queue, so it outlives a restart. */
+      /**
+       * Stores the message as `queued`: the row is the queue, so it outlives a restart.
+       * `message_queue_full` when the account already has its bound of undelivered
+       * messages (counted under the account's lock, like the keys).
+       */
       enqueue: (accountId: number, message: string) =>
-        storage.insertMessage({ id: newMessageId(), accountId, message, createdAt: new Date().toISOString() }),
+        storage.transaction(async (tx) => {
+          await tx.lockAccount(accountId);
+          const queued = await tx.countQueuedMessages(accountId);
+          if (queued >= bounds.queuedMessagesPerAccount) {
+            const most = bounds.queuedMessagesPerAccount;
+            throw new DomainError('message_queue_full', `The account already has ${queued} messages not delivered yet (at most ${most}); retry once some are sent`);
+          }
+          return tx.insertMessage({ id: newMessageId(), accountId, message, createdAt: new Date().toISOString() });
+        }),
       findForAccount: (accountId: number, id: string) => storage.findMessage(accountId, id),
     },
+
+    /** Whether the database answers and takes writes (throws StorageUnavailable when not): readiness. */
+    ready: () => storage.ping(),
   };
 }
 

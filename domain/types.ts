@@ -8,10 +8,17 @@ export type Role = Account['role'];
 export type ApiKey = Schemas['ApiKey'];
 export type Category = Schemas['Category'];
 export type NewCategory = Schemas['NewCategory'];
-export type Pet = Schemas['Pet'];
+/**
+ * A Pet as stored: the contract leaves `status` optional (the interface's required list),
+ * but every stored pet has one, and so every pet the service returns carries it.
+ */
+export type Pet = Schemas['Pet'] & Required<Pick<Schemas['Pet'], 'status'>>;
 export type PetStatus = Schemas['PetStatus'];
 export type InventoryItem = Schemas['InventoryItem'];
-/** An Order as stored: every field the contract leaves optional in requests is known. */
+/**
+ * An Order as stored: the contract marks no field of Order required (the interface's
+ * rule), but every stored order knows these, so every order the service returns has them.
+ */
 export type Order = Required<Pick<Schemas['Order'], 'id' | 'petId' | 'quantity' | 'complete'>> & Pick<Schemas['Order'], 'shipDate'>;
 export type Message = Schemas['Message'];
 

@@ -1,3 +1,4 @@
+import { StorageUnavailable } from '../domain/errors';
 import { ApiError } from '../server/errors';
 import type { HandlerModule } from '../server/operations';
 
@@ -6,11 +7,13 @@ export const serviceHandlers: HandlerModule<'service'> = {
     return { status: 200, body: { status: 'ok' } };
   },
 
-  async getReadiness(_input, { storage }) {
+  async getReadiness(_input, { repos }) {
     try {
-      await storage.ping();
-    } catch {
-      throw new ApiError('unavailable', 'The database is not reachable', 503);
+      await repos.ready();
+    } catch (error) {
+      // Reads answer but writes cannot be made durable (a full disk): not ready either.
+      if (error instanceof StorageUnavailable) throw error;
+      throw new ApiError('unavailable', 'The database is not reachable', 503, {}, { cause: error });
     }
     return { status: 200, body: { status: 'ok' } };
   },

@@ -7,16 +7,75 @@
 // on both documents dereferenced by @apidevtools/json-schema-ref-parser. Optic does not
 // treat a format replaced by another (int64 -> int32) as a break; that one check is
 // ours, read from Optic's own changelog of the two documents.
+//
+// A break that restores the interface we were given is not a break to refuse: each such
+// correction is an entry of docs/interface-corrections.yaml, and only the exact change it
+// names (one schema's `required` list, from `was` to `now`) is accepted, and only by the
+// change that adds the entry (an entry the file already held at <ref> accepts nothing).
 import { execFileSync } from 'node:child_process';
-import { readFileSync } from 'node:fs';
+import { existsSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import $RefParser from '@apidevtools/json-schema-ref-parser';
 import { ChangeType, OpenAPITraverser, factsToChangelog, type IChange, type IFact } from '@useoptic/openapi-utilities';
 import { RuleRunner } from '@useoptic/rulesets-base';
 import { BreakingChangesRuleset } from '@useoptic/standard-rulesets';
 import { parse } from 'yaml';
+import { z } from 'zod';
 
 type Document = Record<string, unknown>;
+
+/** Where the accepted corrections are listed, relative to the repository. */
+export const correctionsFile = 'docs/interface-corrections.yaml';
+
+const Correction = z.strictObject({
+  /** A schema of `components.schemas`. */
+  schema: z.string().min(1),
+  /** The text of the break it accepts, as the check names it (`cannot make required response property`). */
+  rule: z.string().min(1),
+  /** The schema's `required` list before the correction and after it (the interface's). */
+  required: z.strictObject({ was: z.array(z.string()), now: z.array(z.string()) }),
+  why: z.string().min(1),
+  /** What the interface states, which the correction restores. */
+  interface: z.string().min(1),
+});
+export type Correction = z.infer<typeof Correction>;
+
+/** The entries of a docs/interface-corrections.yaml, checked; none when there is no file. */
+export function parseCorrections(text: string | undefined): Correction[] {
+  return text === undefined ? [] : z.array(Correction).parse(parse(text) ?? []);
+}
+
+/** The entries of `now` that `was` does not hold: the corrections a change adds. */
+export function addedCorrections(was: readonly Correction[], now: readonly Correction[]): Correction[] {
+  const key = (c: Correction) => JSON.stringify([c.schema, c.rule, [...c.required.was].sort(), [...c.required.now].sort()]);
+  const old = new Set(was.map(key));
+  return now.filter((c) => !old.has(key(c)));
+}
+
+type Schema = { required?: string[] };
+const schemaOf = (doc: Document, name: string): Schema | undefined =>
+  (doc.components as { schemas?: Record<string, Schema> } | undefined)?.schemas?.[name];
+const sameSet = (a: readonly string[], b: readonly string[]) => a.length === b.length && [...a].sort().join('\n') === [...b].sort().join('\n');
+
+/**
+ * `before` with every correction that this change makes applied to it, and the corrections
+ * applied. A correction applies only when `before`'s list is exactly its `was` and `after`'s
+ * exactly its `now`: once made it never applies again, and any other change to the same
+ * list (one more field dropped, say) is compared as usual.
+ */
+function corrected(before: Document, after: Document, corrections: readonly Correction[]): { base: Document; applied: Correction[] } {
+  const base = structuredClone(before);
+  const applied: Correction[] = [];
+  for (const c of corrections) {
+    const was = schemaOf(base, c.schema);
+    const now = schemaOf(after, c.schema);
+    if (!was || !now || !sameSet(was.required ?? [], c.required.was) || !sameSet(now.required ?? [], c.required.now)) continue;
+    if (c.required.now.length > 0) was.required = [...c.required.now];
+    else delete was.required;
+    applied.push(c);
+  }
+  return { base, applied };
+}
 
 const factsOf = (doc: Document): IFact[] => {
   const traverser = new OpenAPITraverser();
@@ -39,9 +98,26 @@ function whereOf(change: IChange): string {
  * Every change to `before` that breaks a client of it, one line each (`breaks`), and the
  * new values of response enums (`notes`): Optic counts those as breaks, but openapi.yaml's
  * enums (Error.code first) grow with the service, and a client must treat a value it does
- * not know by the response's status, so they are listed, not refused.
+ * not know by the response's status, so they are listed, not refused. `accepted` names
+ * the breaks that `corrections` accept: the comparison is made against `before` with the
+ * corrections applied, and a break it no longer finds is accepted only when its text is
+ * a correction's rule naming a field that correction drops; anything else stays a break.
  */
-export async function breakingChanges(before: Document, after: Document): Promise<{ breaks: string[]; notes: string[] }> {
+export async function breakingChanges(
+  before: Document,
+  after: Document,
+  corrections: readonly Correction[] = [],
+): Promise<{ breaks: string[]; notes: string[]; accepted: string[] }> {
+  const { base, applied } = corrected(before, after, corrections);
+  if (applied.length === 0) return { ...(await compare(before, after)), accepted: [] };
+  const [plain, fixed] = await Promise.all([compare(before, after), compare(base, after)]);
+  const gone = plain.breaks.filter((line) => !fixed.breaks.includes(line));
+  const dropped = (c: Correction) => c.required.was.filter((name) => !c.required.now.includes(name));
+  const accepts = (line: string) => applied.some((c) => line.includes(c.rule) && dropped(c).some((name) => line.includes(`'${name}'`)));
+  return { breaks: [...fixed.breaks, ...gone.filter((line) => !accepts(line))], notes: fixed.notes, accepted: gone.filter(accepts) };
+}
+
+async function compare(before: Document, after: Document): Promise<{ breaks: string[]; notes: string[] }> {
   const [from, to] = await Promise.all([
     $RefParser.dereference<Document>(structuredClone(before) as never),
     $RefParser.dereference<Document>(structuredClone(after) as never),
@@ -92,16 +168,29 @@ async function main(): Promise<void> {
   }
   // npm runs scripts in the package folder: the repository whose history is compared.
   const root = process.cwd();
+  const show = (path: string) => execFileSync('git', ['show', `${ref}:${path}`], { cwd: root, encoding: 'utf8', stdio: ['ignore', 'pipe', 'pipe'] });
   let previous: string;
   try {
-    previous = execFileSync('git', ['show', `${ref}:openapi.yaml`], { cwd: root, encoding: 'utf8', stdio: ['ignore', 'pipe', 'pipe'] });
+    previous = show('openapi.yaml');
   } catch (error) {
     console.error(`Cannot read openapi.yaml at ${ref}: ${String((error as { stderr?: string }).stderr ?? error).trim()}`);
     process.exit(2);
   }
   const before = parse(previous) as Document;
   const after = parse(readFileSync(join(root, 'openapi.yaml'), 'utf8')) as Document;
-  const { breaks, notes } = await breakingChanges(before, after);
+  const correctionsNow = existsSync(join(root, correctionsFile)) ? readFileSync(join(root, correctionsFile), 'utf8') : undefined;
+  let correctionsThen: string | undefined;
+  try {
+    correctionsThen = show(correctionsFile);
+  } catch {
+    correctionsThen = undefined; // no such file at <ref>: every entry is new
+  }
+  const corrections = addedCorrections(parseCorrections(correctionsThen), parseCorrections(correctionsNow));
+  const { breaks, notes, accepted } = await breakingChanges(before, after, corrections);
+  if (accepted.length > 0) {
+    console.log(`${accepted.length} change(s) against ${ref} accepted as corrections to the interface (${correctionsFile}):`);
+    for (const line of accepted) console.log(`  - ${line}`);
+  }
   if (notes.length > 0) {
     console.log(`${notes.length} response enum(s) with new values against ${ref} (clients treat unknown values by status):`);
     for (const line of notes.slice(0, 20)) console.log(`  - ${line}`);

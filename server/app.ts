@@ -12,6 +12,7 @@ import type { Storage } from '../domain/storage';
 import { createStore } from '../domain/store';
 import { handlers as defaultHandlers } from '../handlers';
 import { bodyReader, isStorableDateTime } from './body';
+import { browserHeaders } from './browser-headers';
 import { createDocsRouter } from './docs';
 import type { Config } from './config';
 import { deprecationHeaders } from './deprecation';
@@ -19,6 +20,7 @@ import { ApiError, errorMapper } from './errors';
 import { createLifecycle, type Lifecycle } from './http-server';
 import { accessLog, createLogger, type Logger } from './log';
 import { canonicalIntegers } from './params';
+import { createPathTable } from './path-table';
 import { operationsHandler, type AppContext, type HandlerTable } from './operations';
 import { createRateLimiters, memoryStores, type RateLimitStoreFactory } from './rate-limit';
 import { createRateLimitStore } from './rate-limit-store';
@@ -48,8 +50,8 @@ export function createApp({ storage: given, db, config, spec = loadSpec(), log, 
   const logger = log ?? createLogger(config.logLevel);
   const storage = given ?? (db ? createSqliteStorage(db) : undefined);
   if (!storage) throw new Error('createApp needs a storage (or a SQLite db)');
-  const repos = createStore(storage);
-  const ctx: AppContext = { storage, repos, config, log: logger };
+  const repos = createStore(storage, config.bounds);
+  const ctx: AppContext = { repos, config, log: logger };
   const operations = operationsOf(spec);
 
   // Counters live where every process serving this database sees them: in the database
@@ -57,7 +59,9 @@ export function createApp({ storage: given, db, config, spec = loadSpec(), log, 
   // which spares the default path a write per request.
   const shared = storage.engine === 'postgres' || config.webConcurrency > 1;
   const stores = rateLimitStores ?? (shared ? (name: string) => createRateLimitStore(storage, name) : memoryStores);
-  const limits = createRateLimiters(config, logger, stores);
+  const signUp = operations.createAccount;
+  const isSignUp = (req: express.Request) => signUp !== undefined && req.method === signUp.method.toUpperCase() && req.path === signUp.path;
+  const limits = createRateLimiters(config, logger, stores, isSignUp);
 
   const app = express();
   app.disable('x-powered-by');
@@ -70,6 +74,8 @@ export function createApp({ storage: given, db, config, spec = loadSpec(), log, 
   // One pass for what every request needs first.
   const first: RequestHandler = (req, res, next) => {
     requestId(req, res);
+    // No browser may guess a type other than the Content-Type (an error echoing input as HTML).
+    res.setHeader('X-Content-Type-Options', 'nosniff');
     // The API's GETs are not conditional (openapi.yaml documents no ETag and no 304), so
     // Express must not answer 304 to a bare `If-None-Match: *`; only /docs serves files
     // with validators.
@@ -122,10 +128,13 @@ export function createApp({ storage: given, db, config, spec = loadSpec(), log, 
   app.use(
     inOneLayer([
       first,
+      // Before anything may refuse the request, so that refusals carry them; a preflight is answered here.
+      browserHeaders(createPathTable(operations), config.corsOrigins),
       servicePages(spec, { ...defaultHandlers, ...handlers }, ctx),
       // First, so that every answer of a deprecated operation says so, a 401 or 429 included.
       deprecationHeaders(operations),
       limits.perAddress,
+      limits.signups,
       accessLog(logger),
       limits.logins,
       contractAndDocs,
@@ -148,7 +157,7 @@ export function createApp({ storage: given, db, config, spec = loadSpec(), log, 
  * run them as layers of their own: an error passed to `next`, thrown, or rejected by a
  * returned promise skips the rest and goes to the error handlers. The router allocates
  * and matches per layer; with two dozen layers that was a fifth of what a request
- * allocated (README "Performance"). Every handler here is mounted at `/`, so the
+ * allocated (docs/performance.md). Every handler here is mounted at `/`, so the
  * router's path trimming has nothing to do for them.
  *
  * A handler whose work outlives its call returns the promise of that work (and calls

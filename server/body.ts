@@ -77,27 +77,48 @@ function inexactNumber(token: string): string | null {
   return left === right ? null : inexact;
 }
 
+type Refusal = { code: 'invalid_json' | 'validation_failed'; message: string };
+
+/** A string token's value: its text as is, unless it holds an escape (`"\\u0061"` is `a`). */
+const stringValue = (text: string, start: number, end: number): string => {
+  const raw = text.slice(start + 1, end);
+  return raw.includes('\\') ? (JSON.parse(text.slice(start, end + 1)) as string) : raw;
+};
+
 /**
- * Walks valid JSON text once. JSON.parse has already accepted it, so tokens are
- * well formed. Returns why the text is refused, or null.
+ * Walks valid JSON text once. JSON.parse has already accepted it, so tokens are well
+ * formed. Returns why the text is refused, or null: nesting, inexact numbers, and a
+ * member name given twice in one object (I-JSON, RFC 7493: JSON.parse would silently
+ * keep the last one, so two readers of the body could disagree on its meaning).
  */
-function checkJsonText(text: string): string | null {
-  let depth = 0;
+function checkJsonText(text: string): Refusal | null {
+  // The member names seen in each open object (null for an array, or an object with none yet).
+  const names: Array<Set<string> | null> = [];
   for (let i = 0; i < text.length; i++) {
     const c = text[i];
     if (c === '"') {
+      const start = i;
       for (i++; i < text.length && text[i] !== '"'; i++) if (text[i] === '\\') i++;
+      if (names.length === 0) continue;
+      // A member name is a string followed by a colon.
+      let j = i + 1;
+      while (text[j] === ' ' || text[j] === '\t' || text[j] === '\n' || text[j] === '\r') j++;
+      if (text[j] !== ':') continue;
+      const name = stringValue(text, start, i);
+      const seen = (names[names.length - 1] ??= new Set());
+      if (seen.has(name)) return { code: 'invalid_json', message: `The request body names the member ${JSON.stringify(name.slice(0, 64))} twice in one object` };
+      seen.add(name);
     } else if (c === '{' || c === '[') {
-      if (++depth > maxDepth) return `The request body is nested deeper than ${maxDepth} levels`;
+      if (names.push(null) > maxDepth) return { code: 'validation_failed', message: `The request body is nested deeper than ${maxDepth} levels` };
     } else if (c === '}' || c === ']') {
-      depth--;
+      names.pop();
     } else if (c === '-' || (c !== undefined && c >= '0' && c <= '9')) {
       let j = i + 1;
       while (j < text.length && /[0-9eE+.-]/.test(text[j] as string)) j++;
       const token = text.slice(i, j);
       i = j - 1;
       const problem = inexactNumber(token);
-      if (problem) return problem;
+      if (problem) return { code: 'validation_failed', message: problem };
     }
   }
   return null;
@@ -165,7 +186,7 @@ export function bodyReader(limitBytes: number): RequestHandler[] {
       return next(new ApiError('invalid_json', `The request body is not valid JSON: ${reason}`, 400));
     }
     const problem = checkJsonText(text);
-    if (problem) return next(new ApiError('validation_failed', problem, 400));
+    if (problem) return next(new ApiError(problem.code, problem.message, 400));
     // JSON.parse turns a `\ud800` escape into a lone surrogate, which is no character.
     const unfit = textProblem(body);
     if (unfit === 'surrogate') {

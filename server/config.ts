@@ -3,6 +3,7 @@
 // a setting is written once.
 import { isIP } from 'node:net';
 import { z } from 'zod';
+import { defaultBounds } from '../domain/store';
 
 const boolean = z.enum(['true', 'false', '1', '0']).transform((v) => v === 'true' || v === '1');
 const int = (min: number, max: number) => z.coerce.number().int().min(min).max(max);
@@ -43,11 +44,38 @@ const trustProxy = z
     return z.NEVER;
   });
 
+/**
+ * Exact origins (`https://app.example.com`, `http://localhost:5173`), comma-separated: a
+ * browser sends an origin as scheme, host and a port only when it is not the default, in
+ * lower case, so an entry written any other way would never match and is refused.
+ */
+const corsOrigins = z
+  .string()
+  .transform((value, ctx): string[] => {
+    const entries = value.split(',').map((e) => e.trim()).filter(Boolean);
+    for (const entry of entries) {
+      let origin: string | undefined;
+      try {
+        const url = new URL(entry);
+        origin = url.protocol === 'http:' || url.protocol === 'https:' ? url.origin : undefined;
+      } catch {
+        origin = undefined;
+      }
+      if (origin !== entry) {
+        ctx.addIssue({ code: 'custom', message: `${JSON.stringify(entry)} is not an origin as a browser sends it (scheme://host[:port], lower case, no path)${origin ? `; did you mean ${origin}?` : ''}` });
+        return z.NEVER;
+      }
+    }
+    return entries;
+  });
+
 const variables = z.object({
   PORT: int(0, 65535).default(3000),
   HOST: z.string().min(1).default('127.0.0.1'),
   DATABASE_PATH: z.string().min(1).default('./data/petstore.db'),
-  // When set, PostgreSQL instead of the SQLite file (README "Deployment").
+  // A cap on the SQLite file, so that it cannot take the whole disk (README "Configuration").
+  DATABASE_MAX_SIZE_MB: int(1, 1_000_000_000).optional(),
+  // When set, PostgreSQL instead of the SQLite file (docs/deployment.md).
   DATABASE_URL: z
     .string()
     .regex(/^postgres(ql)?:\/\//, 'must be a postgres:// or postgresql:// URL')
@@ -58,6 +86,10 @@ const variables = z.object({
   LOGIN_FAILURES_PER_ACCOUNT: int(1, 1_000_000).default(10),
   LOGIN_FAILURES_PER_ADDRESS: int(1, 1_000_000).default(30),
   LOGIN_LOCKOUT_MINUTES: int(1, 1_440).default(15),
+  SIGNUPS_PER_ADDRESS_PER_HOUR: int(1, 1_000_000).default(10),
+  API_KEYS_PER_ACCOUNT: int(1, 1_000_000).default(defaultBounds.activeApiKeysPerAccount),
+  QUEUED_MESSAGES_PER_ACCOUNT: int(1, 1_000_000).default(defaultBounds.queuedMessagesPerAccount),
+  CORS_ORIGINS: corsOrigins.default([]),
   VALIDATE_RESPONSES: boolean.default(true),
   SEED_DEMO_DATA: boolean.default(true),
   MESSAGE_DELIVERY_DELAY_MS: int(0, 60_000).default(500),
@@ -82,6 +114,8 @@ const schema = variables
     port: e.PORT,
     host: e.HOST,
     databasePath: e.DATABASE_PATH,
+    /** Past this size the SQLite file takes no more writes (503 storage_unavailable). */
+    databaseMaxSizeMb: e.DATABASE_MAX_SIZE_MB,
     /** PostgreSQL instead of databasePath when set. */
     databaseUrl: e.DATABASE_URL,
     /** Worker processes sharing the port (server/cluster.ts). */
@@ -93,6 +127,12 @@ const schema = variables
     loginFailuresPerAccount: e.LOGIN_FAILURES_PER_ACCOUNT,
     loginFailuresPerAddress: e.LOGIN_FAILURES_PER_ADDRESS,
     loginLockoutMs: e.LOGIN_LOCKOUT_MINUTES * 60_000,
+    /** Accounts one client address may create an hour (POST /accounts that answer 201). */
+    signupsPerAddressPerHour: e.SIGNUPS_PER_ADDRESS_PER_HOUR,
+    /** What one account may hold at once (domain/store.ts). */
+    bounds: { activeApiKeysPerAccount: e.API_KEYS_PER_ACCOUNT, queuedMessagesPerAccount: e.QUEUED_MESSAGES_PER_ACCOUNT },
+    /** Origins whose browser pages may call the API (server/cors.ts); none by default. */
+    corsOrigins: e.CORS_ORIGINS,
     validateResponses: e.VALIDATE_RESPONSES,
     seedDemoData: e.SEED_DEMO_DATA,
     messageDeliveryDelayMs: e.MESSAGE_DELIVERY_DELAY_MS,

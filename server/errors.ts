@@ -19,6 +19,9 @@ const domainStatus: Record<DomainCode, number> = {
   category_in_use: 409,
   order_completed: 409,
   idempotency_key_reused: 409,
+  api_key_limit_reached: 409,
+  // The queue drains as the worker delivers: the same request succeeds later (Retry-After).
+  message_queue_full: 429,
 };
 
 /** A store rule's refusal as the contract's error, with any headers the answer carries. */
@@ -38,6 +41,10 @@ export class ApiError extends Error {
     this.name = 'ApiError';
   }
 }
+
+/** The store cannot do this now: 503 with the Retry-After it asks for. */
+export const unavailable = (err: StorageUnavailable) =>
+  new ApiError(err.code, err.message, 503, { 'Retry-After': String(err.retryAfterSeconds) }, { cause: err.cause ?? err });
 
 export const notFound = (what: string, id: number | string) => new ApiError('not_found', `${what} ${id} was not found`, 404);
 export const validationFailed = (message: string) => new ApiError('validation_failed', message, 400);
@@ -74,9 +81,7 @@ function toApiError(err: unknown, req: Request): ApiError {
   // the handler keeps its own, with code, headers and cause, on the request.
   if (req.authError) return req.authError;
   if (err instanceof DomainError) return apiErrorOf(err);
-  if (err instanceof StorageUnavailable) {
-    return new ApiError(err.code, err.message, 503, { 'Retry-After': String(err.retryAfterSeconds) }, { cause: err.cause ?? err });
-  }
+  if (err instanceof StorageUnavailable) return unavailable(err);
   const e = (typeof err === 'object' && err !== null ? err : {}) as HttpLikeError;
   const status = e.status ?? e.statusCode;
   switch (status) {
@@ -131,7 +136,9 @@ function sendError(res: Response, error: ApiError): void {
 export function errorMapper(log: Logger): ErrorRequestHandler {
   return (err, req, res, _next) => {
     const error = toApiError(err, req);
-    if (error.status >= 500) {
+    // A refusal of the store (StorageUnavailable) is logged once per outage where it
+    // begins, not once per request.
+    if (error.status >= 500 && !(err instanceof StorageUnavailable)) {
       const cause: unknown = error.cause ?? err;
       log.error(
         { requestId: res.getHeader('X-Request-Id'), method: req.method, path: req.path, err: cause instanceof Error ? cause : new Error(String(cause)) },

@@ -54,7 +54,7 @@ const probes = new Set(['/healthz', '/readyz']);
 export function accessLog(log: Logger): RequestHandler {
   // Everything is read when the response is finished, once the route and the account are
   // known. pino-http binds nothing per request (quietResLogger): a child logger per
-  // request cost more than the line itself (README "Performance").
+  // request cost more than the line itself (docs/performance.md).
   const line = (req: IncomingMessage, res: ServerResponse, val: { durationMs?: number; err?: unknown }) => {
     const r = req as Request;
     return {
@@ -78,7 +78,8 @@ export function accessLog(log: Logger): RequestHandler {
     quietResLogger: true,
     genReqId: (_req, res) => String(res.getHeader('X-Request-Id')),
     autoLogging: { ignore: (req) => probes.has((req as Request).path) },
-    customLogLevel: (_req, res, err) => (err || res.statusCode >= 500 ? 'error' : 'info'),
+    // A 503 is a designed refusal (the outage behind it is logged once, where it begins).
+    customLogLevel: (_req, res, err) => (res.statusCode === 503 ? 'warn' : err || res.statusCode >= 500 ? 'error' : 'info'),
     customSuccessMessage: () => 'request',
     customErrorMessage: () => 'request',
     customAttributeKeys: { responseTime: 'durationMs' },

@@ -19,7 +19,15 @@ async function main(): Promise<void> {
   // A cluster worker finds the database migrated by its primary.
   // SQLite's WAL checkpoints in a thread of their own (db/checkpointer.ts).
   const service: ServiceOptions = {
-    checkpoints: { onError: (err) => log.error({ err }, 'WAL checkpoint thread failed; commits checkpoint again') },
+    checkpoints: {
+      onError: (err) => log.error({ err }, 'WAL checkpoint thread failed; commits checkpoint again'),
+      onStall: (err) =>
+        err ? log.error({ err }, 'WAL checkpoints are failing (disk full?); retrying') : log.info('WAL checkpoints succeed again'),
+    },
+    onWriteFailure: (err) =>
+      err
+        ? log.error({ err: err.cause ?? err }, 'Writes are refused with 503 storage_unavailable: the database cannot store them (disk full or I/O error)')
+        : log.info('Writes succeed again'),
   };
   const storage = cluster.isWorker ? openStorage(config, service) : await prepareMigratedStorage(config, log, service);
   const lifecycle = createLifecycle();
@@ -39,22 +47,34 @@ async function main(): Promise<void> {
   });
 
   let stopping = false;
-  const stop = async (signal: string) => {
+  const stop = async (signal: string, exitCode: number) => {
     if (stopping) return;
     stopping = true;
     log.info(`${signal}: draining in-flight requests`);
-    // No connection left and no handler still at work, even one whose client hung up:
-    // only then may the database close.
-    await http.drain();
-    // The worker writes to the database, so it stops first.
-    await worker?.stop();
-    await storage.close();
-    log.info('Stopped');
-    log.flush();
-    process.exit(0);
+    try {
+      // No connection left and no handler still at work, even one whose client hung up:
+      // only then may the database close.
+      await http.drain();
+      // The worker writes to the database, so it stops first.
+      await worker?.stop();
+      await storage.close();
+      log.info('Stopped');
+    } finally {
+      log.flush();
+      process.exit(exitCode);
+    }
   };
-  process.on('SIGTERM', () => void stop('SIGTERM'));
-  process.on('SIGINT', () => void stop('SIGINT'));
+  process.on('SIGTERM', () => void stop('SIGTERM', 0));
+  process.on('SIGINT', () => void stop('SIGINT', 0));
+  // A bug that escaped every request: said once at fatal, then the same drain as SIGTERM,
+  // and a non-zero exit so that a process manager (or the cluster's primary) restarts it.
+  const crash = (kind: string) => (err: unknown) => {
+    if (stopping) return log.error({ err }, `${kind} while stopping`);
+    log.fatal({ err }, `${kind}: draining, then exiting with 1`);
+    void stop(kind, 1);
+  };
+  process.on('uncaughtException', crash('uncaughtException'));
+  process.on('unhandledRejection', crash('unhandledRejection'));
 }
 
 async function prepareMigratedStorage(config: Config, log: Logger, service: ServiceOptions) {

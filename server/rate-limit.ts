@@ -2,6 +2,8 @@
 // - per client address, on every request, before authentication (a made-up Bearer
 //   value is not an identity and costs no database lookup beyond this limit);
 // - per account, after authentication;
+// - sign-ups per address, over an hour: accounts are cheap to ask for and each holds keys
+//   and messages, so one address may make few of them;
 // - failed HTTP Basic logins, per account and per address: past the limit, Basic
 //   answers 429 until the window ends. API keys keep working, so a guesser cannot lock
 //   a real user out of the keys they already have.
@@ -15,7 +17,7 @@ import { ApiError } from './errors';
 import type { Logger } from './log';
 import { credentialsOf } from './security';
 
-export type RateLimiterName = 'address' | 'account' | 'login-account' | 'login-address';
+export type RateLimiterName = 'address' | 'account' | 'login-account' | 'login-address' | 'signup';
 
 /** Makes the store behind one limiter; called once per limiter, with its name. */
 export type RateLimitStoreFactory = (name: RateLimiterName) => Store;
@@ -26,7 +28,7 @@ export const memoryStores: RateLimitStoreFactory = () => new ImmediateMemoryStor
  * Counters in this process's memory, as express-rate-limit's MemoryStore keeps them (a
  * window per client from its first hit; clients not seen for a whole window dropped in
  * bulk), but answering at once: the library's store answers in a promise, which cost
- * each limiter of every request a turn of the microtask queue (README "Performance").
+ * each limiter of every request a turn of the microtask queue (docs/performance.md).
  */
 export class ImmediateMemoryStore implements Store {
   readonly localKeys = true;
@@ -93,8 +95,8 @@ interface LimiterOptions {
   skip?: (req: Request) => boolean;
   /** The IETF `RateLimit` and `RateLimit-Policy` headers (draft 8) on every counted answer. */
   headers: boolean;
-  /** Counts only the requests that fail by this test; the others are taken back when answered. */
-  failed?: (res: Response) => boolean;
+  /** Counts only the requests whose answer passes this test; the others are taken back when answered. */
+  counts?: (res: Response) => boolean;
 }
 
 /**
@@ -106,11 +108,11 @@ interface LimiterOptions {
  * call per request.
  */
 function limiter(name: RateLimiterName, store: Store, log: Logger, options: LimiterOptions): RequestHandler {
-  const { windowMs, limit, keyGenerator, skip, headers, failed } = options;
+  const { windowMs, limit, keyGenerator, skip, headers, counts } = options;
   void store.init?.({ windowMs } as Options);
   const windowSeconds = Math.ceil(windowMs / 1000);
   const policy = `"${name}"; q=${limit}; w=${windowSeconds}; pk=:`;
-  const what = name.startsWith('login') ? 'Too many failed logins' : 'Too many requests';
+  const what = name.startsWith('login') ? 'Too many failed logins' : name === 'signup' ? 'Too many sign-ups from this address' : 'Too many requests';
 
   const decide = (req: Request, res: Response, next: NextFunction, key: string, hit: ClientRateLimitInfo) => {
     const now = Date.now();
@@ -119,10 +121,10 @@ function limiter(name: RateLimiterName, store: Store, log: Logger, options: Limi
       res.append('RateLimit', `"${name}"; r=${Math.max(limit - hit.totalHits, 0)}; t=${Math.max(0, Math.ceil((resetAt - now) / 1000))}`);
       res.append('RateLimit-Policy', `${policy}${partitionKey(key)}:`);
     }
-    if (failed) {
-      // A request that did not fail is taken back once answered, unless its window is over.
+    if (counts) {
+      // A request that does not count is taken back once answered, unless its window is over.
       res.once('finish', () => {
-        if (failed(res) || Date.now() >= resetAt) return;
+        if (counts(res) || Date.now() >= resetAt) return;
         Promise.resolve(store.decrement(key)).catch((err: unknown) => log.error({ err, limiter: name }, 'rate-limit store failed to take back a hit'));
       });
     }
@@ -173,18 +175,25 @@ export interface RateLimiters {
   logins: RequestHandler;
   /** Authenticated requests; after the validator's security step. */
   perAccount: RequestHandler;
+  /** Sign-ups per address; only those that create an account count. */
+  signups: RequestHandler;
 }
 
 export function createRateLimiters(
-  config: Pick<Config, 'rateLimitPerMinute' | 'rateLimitPerAddressPerMinute' | 'loginFailuresPerAccount' | 'loginFailuresPerAddress' | 'loginLockoutMs'>,
+  config: Pick<
+    Config,
+    'rateLimitPerMinute' | 'rateLimitPerAddressPerMinute' | 'loginFailuresPerAccount' | 'loginFailuresPerAddress' | 'loginLockoutMs' | 'signupsPerAddressPerHour'
+  >,
   log: Logger,
   stores: RateLimitStoreFactory = memoryStores,
+  /** Whether a request is a sign-up (the spec's createAccount operation). */
+  isSignUp: (req: Request) => boolean = () => false,
 ): RateLimiters {
   const login = {
     windowMs: config.loginLockoutMs,
     headers: false,
     // Only a refused password counts: a 400 about the body is no guess.
-    failed: (res: Response) => res.statusCode === 401,
+    counts: (res: Response) => res.statusCode === 401,
   };
   const perLoginAccount = limiter('login-account', stores('login-account'), log, {
     ...login,
@@ -219,6 +228,15 @@ export function createRateLimiters(
       headers: true,
       skip: (req) => !req.principal,
       keyGenerator: (req) => `account:${req.principal?.accountId}`,
+    }),
+    signups: limiter('signup', stores('signup'), log, {
+      windowMs: 3_600_000,
+      limit: config.signupsPerAddressPerHour,
+      headers: true,
+      skip: (req) => !isSignUp(req),
+      keyGenerator: (req) => `ip:${addressOf(req)}`,
+      // A sign-up refused (a taken email, a bad body) made nothing.
+      counts: (res) => res.statusCode === 201,
     }),
   };
 }

@@ -2,9 +2,10 @@
 // express-openapi-validator calls for the spec's bearerAuth and basicAuth schemes.
 import { createHash, randomBytes, scrypt, timingSafeEqual } from 'node:crypto';
 import type { Request } from 'express';
+import { StorageUnavailable } from '../domain/errors';
 import type { Store } from '../domain/store';
 import type { Principal } from '../domain/types';
-import { ApiError, forbidden, unauthorized } from './errors';
+import { ApiError, forbidden, unauthorized, unavailable } from './errors';
 
 const keyPrefix = 'ps_live_';
 const scryptParams = { N: 16384, r: 8, p: 1, keylen: 64 } as const;
@@ -91,6 +92,7 @@ async function failClosed<T>(req: Request, work: () => T | Promise<T>): Promise<
   try {
     return await work();
   } catch (cause) {
+    if (cause instanceof StorageUnavailable) return refuse(req, unavailable(cause));
     return refuse(req, new ApiError('internal_error', 'Something went wrong on our side', 500, {}, { cause }));
   }
 }
@@ -109,7 +111,14 @@ export function createSecurityHandlers(repos: Store) {
         (owner.expiresAt === null || Date.parse(owner.expiresAt) > now);
       if (!owner || !valid) refuse(req, unauthorized('The API key is not valid'));
       if (!owner.lastUsedAt || now - Date.parse(owner.lastUsedAt) >= touchIntervalMs) {
-        await failClosed(req, () => repos.apiKeys.touch(owner.keyId, new Date(now).toISOString()));
+        // Last-used is a hint: a disk that refuses writes must not refuse the reads of a valid key.
+        await failClosed(req, async () => {
+          try {
+            await repos.apiKeys.touch(owner.keyId, new Date(now).toISOString());
+          } catch (error) {
+            if (!(error instanceof StorageUnavailable)) throw error;
+          }
+        });
       }
       const principal: Principal = { accountId: owner.accountId, role: owner.role };
       req.principal = principal;

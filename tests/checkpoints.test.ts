@@ -1,5 +1,5 @@
 // WAL checkpoints run in their own thread, not inside the commits of requests
-// (db/checkpointer.ts; README "Performance", "Checkpoints").
+// (db/checkpointer.ts; docs/storage.md, "Checkpoints").
 import { execFileSync } from 'node:child_process';
 import { existsSync, mkdtempSync, rmSync, statSync, unlinkSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -32,7 +32,7 @@ describe('WAL checkpoints', () => {
   it('leave the commits: the thread copies the log into the database file', async () => {
     const path = newFile();
     const db = createDatabase(path);
-    const storage = createSqliteStorage(db, startCheckpointer(db.$client, { intervalMs: 20, startAfterMs: 0 }));
+    const storage = createSqliteStorage(db, { checkpointer: startCheckpointer(db.$client, { intervalMs: 20, startAfterMs: 0 }) });
     // Once the thread is up, the commits themselves checkpoint only past 10000 pages (about 40 MB).
     expect(autoCheckpointPages(db)).toBe(1000);
     expect(await eventually(() => autoCheckpointPages(db) === 10_000)).toBe(true);
@@ -57,7 +57,7 @@ describe('WAL checkpoints', () => {
   it('stop when the storage closes, which leaves no log behind', async () => {
     const path = newFile();
     const db = createDatabase(path);
-    const storage = createSqliteStorage(db, startCheckpointer(db.$client, { intervalMs: 20, startAfterMs: 0 }));
+    const storage = createSqliteStorage(db, { checkpointer: startCheckpointer(db.$client, { intervalMs: 20, startAfterMs: 0 }) });
     await writeMuch(storage);
     expect(existsSync(`${path}-wal`)).toBe(true);
     await storage.close();
@@ -73,7 +73,7 @@ describe('WAL checkpoints', () => {
       const { createSqliteStorage } = require('./db/sqlite-storage');
       const { startCheckpointer } = require('./db/checkpointer');
       const db = createDatabase(${JSON.stringify(path)});
-      const storage = createSqliteStorage(db, startCheckpointer(db.$client, { startAfterMs: 0 }));
+      const storage = createSqliteStorage(db, { checkpointer: startCheckpointer(db.$client, { startAfterMs: 0 }) });
       // Closed once the thread is up (it starts after this turn of the event loop).
       setTimeout(() => storage.close().then(() => console.log('closed')), 200);`;
     const out = execFileSync(process.execPath, ['-e', script], { cwd: join(__dirname, '..', 'dist'), encoding: 'utf8' });

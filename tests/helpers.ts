@@ -1,7 +1,10 @@
 // Builders shared by the test files. Every app gets its own migrated database: a SQLite
-// file or :memory:, or, when TEST_DATABASE_URL names a PostgreSQL server (CI runs the
+// file in a temp folder, or, when TEST_DATABASE_URL names a PostgreSQL server (CI runs the
 // suite a second time under scripts/with-postgres.sh), a fresh database on it.
 import { randomBytes } from 'node:crypto';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import request from 'supertest';
 import type { Express } from 'express';
 import { Client } from 'pg';
@@ -36,6 +39,8 @@ export function testConfig(env: Record<string, string> = {}): Config {
     // Tests log in with wrong passwords on purpose; the lockout has its own tests.
     LOGIN_FAILURES_PER_ACCOUNT: '100000',
     LOGIN_FAILURES_PER_ADDRESS: '100000',
+    // Every test signs up from one address; the sign-up limit has its own tests.
+    SIGNUPS_PER_ADDRESS_PER_HOUR: '100000',
     SEED_DEMO_DATA: 'false',
     MESSAGE_DELIVERY_DELAY_MS: '0',
     ...env,
@@ -74,7 +79,18 @@ export async function createPgDatabase(adminUrl: string, name: string): Promise<
   return url.toString();
 }
 
-/** A fresh storage: SQLite (":memory:" unless a path is given), or a new PostgreSQL database. */
+// SQLite files of this test file, as in production (WAL, a read connection, group commit),
+// removed when it ends.
+let filesDir: string | undefined;
+let files = 0;
+const newDatabaseFile = () => join((filesDir ??= mkdtempSync(join(tmpdir(), 'petstore-test-'))), `db-${++files}.sqlite`);
+if (typeof afterAll === 'function') {
+  afterAll(() => {
+    if (filesDir) rmSync(filesDir, { recursive: true, force: true });
+  });
+}
+
+/** A fresh storage: SQLite (a new temp file unless a path is given), or a new PostgreSQL database. */
 export function testStorage(databasePath?: string, given?: Db): { storage: Storage; query: TestApp['query'] } {
   if (testDatabaseUrl && databasePath === undefined && given === undefined) {
     // Jest reuses worker processes across files, so the pid alone does not make a name unique.
@@ -104,8 +120,9 @@ export function testStorage(databasePath?: string, given?: Db): { storage: Stora
     };
     return { storage, query };
   }
-  const db = given ?? createDatabase(databasePath ?? ':memory:');
+  const db = given ?? createDatabase(databasePath ?? newDatabaseFile());
   const storage = createSqliteStorage(db);
+  opened.push(storage);
   const query: TestApp['query'] = async (text, ...params) => {
     const statement = db.$client.prepare(text);
     if (statement.reader) return statement.all(...params) as Array<Record<string, unknown>>;
@@ -124,7 +141,7 @@ export function setupApp(options: Partial<AppOptions> & { databasePath?: string;
   return {
     app,
     storage,
-    repos: createStore(storage),
+    repos: createStore(storage, config.bounds),
     config,
     query: query ?? (() => Promise.reject(new Error('no raw SQL on a given storage'))),
   };

@@ -176,3 +176,28 @@ describe('text is what was sent, or refused', () => {
     expect(res.body.name).toBe('Dog \u{1F436}');
   });
 });
+
+describe('a member name appears once per object (I-JSON, RFC 7493)', () => {
+  const send = (body: string) => request(t.app).post('/categories').set(t.boss.auth).set('Content-Type', 'application/json').send(body);
+
+  it.each([
+    ['at the top level', '{"name":"Dogs","name":"Cats"}'],
+    ['in a nested object', '{"name":"Dogs","extra":{"a":1,"b":{"c":2,"c":3}}}'],
+    ['in an object inside an array', '{"name":"Dogs","extra":[{"a":1},{"a":2,"b":3,"a":4}]}'],
+    ['written once plainly and once with an escape', '{"name":"Dogs","\\u006eame":"Cats"}'],
+    ['written with two different escapes', '{"extra":{"\\u0061":1,"\\u0041":2,"\\u0061":3},"name":"Dogs"}'],
+  ])('refuses a name given twice %s with invalid_json', async (_where, body) => {
+    const res = await send(body);
+    expectError(res, 400, 'invalid_json');
+    expect(res.body.message).toMatch(/twice/);
+  });
+
+  it('takes equal names in sibling objects, and a value equal to a name', async () => {
+    // Not duplicates: the schema, not the JSON check, refuses the unknown `extra`.
+    const res = await send('{"name":"Dogs","extra":[{"a":1},{"a":2}],"b":{"name":1},"c":{"x":{"y":1},"y":2}}');
+    expectError(res, 400, 'validation_failed');
+    expect(res.body.message).toMatch(/extra|unknown property/);
+    const ok = await send(`{"name":"name ${process.pid}","description":"name"}`);
+    expect(ok.status).toBe(201);
+  });
+});

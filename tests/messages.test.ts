@@ -137,7 +137,8 @@ describe('GET /messages/{messageId}', () => {
 });
 
 describe('the delivery worker', () => {
-  const t = setupApp();
+  // A backlog past one batch (100) for one account: above the default bound on queued messages.
+  const t = setupApp({ env: { QUEUED_MESSAGES_PER_ACCOUNT: '1000' } });
   const workers: DeliveryWorker[] = [];
   afterEach(async () => {
     await Promise.all(workers.splice(0).map((w) => w.stop()));

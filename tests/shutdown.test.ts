@@ -103,6 +103,43 @@ describe('SIGTERM', () => {
   }, 30_000);
 });
 
+describe('a bug outside any request (an uncaught exception, an unhandled rejection)', () => {
+  const dir = mkdtempSync(join(tmpdir(), 'petstore-crash-'));
+  afterAll(() => rmSync(dir, { recursive: true, force: true }));
+  const fixture = join(__dirname, 'fixtures', 'fail-on-signal.cjs');
+
+  it.each(['exception', 'rejection'])('%s: logged once at fatal, the request in flight finishes, exit 1', async (kind) => {
+    const databasePath = join(dir, `${kind}.db`);
+    const server = await startServer({
+      DATABASE_PATH: databasePath,
+      SEED_DEMO_DATA: 'false',
+      SHUTDOWN_TIMEOUT_MS: '600000',
+      NODE_OPTIONS: `--require ${fixture}`,
+      FAIL_WITH: kind,
+    });
+    const exited = new Promise<number | null>((resolve) => server.child.once('exit', (code) => resolve(code)));
+    const { socket: busy, body } = await signUpHeld(server.url, `${kind}@example.com`);
+
+    server.child.kill('SIGUSR2');
+    await eventually(() => (server.log().includes('draining in-flight requests') ? true : undefined));
+    busy.socket.write(body);
+    await busy.closed;
+    expect(busy.read().split('HTTP/1.1 ').find((part) => part.startsWith('201'))).toMatch(/\r\nconnection: close\r\n/i);
+
+    expect(await exited).toBe(1);
+    const fatal = server
+      .log()
+      .split('\n')
+      .filter((line) => line.includes('"level":60'));
+    expect(fatal).toHaveLength(1);
+    expect(fatal[0]).toContain(kind === 'exception' ? 'a bug outside any request' : 'a promise nobody handled');
+    const db = new Database(databasePath, { readonly: true });
+    const stored = db.prepare('select email from accounts').all();
+    db.close();
+    expect(stored).toEqual([{ email: `${kind}@example.com` }]);
+  }, 30_000);
+});
+
 // Where the benchmark met it: on PostgreSQL, a handler that resumed after the pool had
 // ended failed with "Cannot use a pool after calling end on the pool". There a table lock
 // held by the test is a true barrier: the service's query waits on it, its event loop free.

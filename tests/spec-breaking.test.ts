@@ -1,12 +1,12 @@
 // The breaking-change gate (`npm run spec:breaking`): each kind of change that breaks a
 // client of the previous openapi.yaml fails and is named; additions pass.
 import { execFile } from 'node:child_process';
-import { mkdtempSync, readFileSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, readFileSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
 import { parse, stringify } from 'yaml';
-import { breakingChanges } from '../scripts/spec-breaking';
+import { breakingChanges, correctionsFile, parseCorrections, type Correction } from '../scripts/spec-breaking';
 import { repoRoot } from './server-process';
 
 // The spec as plain data, edited in place by each case.
@@ -54,7 +54,126 @@ describe('breakingChanges', () => {
       }),
     );
     // A new response enum value is noted, not refused (clients read an unknown code by status).
-    expect(found).toEqual({ breaks: [], notes: expect.arrayContaining([expect.stringMatching(/GET \/pets response 400 .*code: cannot add enum option/)]) });
+    expect(found).toEqual({ breaks: [], notes: expect.arrayContaining([expect.stringMatching(/GET \/pets response 400 .*code: cannot add enum option/)]), accepted: [] });
+  });
+});
+
+describe('breakingChanges with corrections to the interface', () => {
+  // A made-up correction: Category's `name` dropped from `required`. Both sides of each case
+  // are set explicitly, so the cases hold whatever openapi.yaml's lists are today.
+  const rule = 'cannot make required response property';
+  const correction: Correction = { schema: 'Category', rule, required: { was: ['id', 'name'], now: ['id'] }, why: 'a test', interface: 'a test' };
+  const requiring = (schema: string, required: string[] | undefined) => (d: Doc) => {
+    if (required) d.components.schemas[schema].required = required;
+    else delete d.components.schemas[schema].required;
+  };
+  const both = (...edits: Array<(d: Doc) => void>) => (d: Doc) => edits.forEach((edit) => edit(d));
+  const before = changed(requiring('Category', ['id', 'name']));
+
+  it('accepts the change a correction names, and lists it', async () => {
+    const found = await breakingChanges(before, changed(requiring('Category', ['id'])), [correction]);
+    expect(found.breaks).toEqual([]);
+    expect(found.accepted).toEqual(expect.arrayContaining([expect.stringMatching(/^GET \/categories\/\{categoryId\} response 200 .*cannot make required response property 'name' optional/)]));
+    expect(found.accepted.every((line) => line.includes("'name'"))).toBe(true);
+  });
+
+  it('still refuses the same kind of change to another schema made with it', async () => {
+    const after = changed(both(requiring('Category', ['id']), requiring('InventoryItem', ['petId', 'quantity'])));
+    const found = await breakingChanges(changed(both(requiring('Category', ['id', 'name']), requiring('InventoryItem', ['petId', 'quantity', 'status']))), after, [correction]);
+    expect(found.breaks).toEqual(expect.arrayContaining([expect.stringMatching(/GET \/store\/inventory .*cannot make required response property 'status' optional/)]));
+    expect(found.breaks.some((line) => line.includes("'name'"))).toBe(false);
+  });
+
+  it('refuses a list that goes further than the correction: no part of it is accepted', async () => {
+    const found = await breakingChanges(before, changed(requiring('Category', undefined)), [correction]);
+    expect(found.accepted).toEqual([]);
+    expect(found.breaks).toEqual(
+      expect.arrayContaining([expect.stringMatching(/cannot make required response property 'name' optional/), expect.stringMatching(/cannot make required response property 'id' optional/)]),
+    );
+  });
+
+  it('refuses the change when the correction names another rule', async () => {
+    const found = await breakingChanges(before, changed(requiring('Category', ['id'])), [{ ...correction, rule: 'cannot remove response property' }]);
+    expect(found.accepted).toEqual([]);
+    expect(found.breaks).toEqual(expect.arrayContaining([expect.stringMatching(/cannot make required response property 'name' optional/)]));
+  });
+});
+
+describe(`the corrections committed in ${correctionsFile}`, () => {
+  const committed = parseCorrections(readFileSync(join(repoRoot, correctionsFile), 'utf8'));
+  // openapi.yaml as it was before the corrections: each entry's `was` list put back.
+  const uncorrected = changed((d) => {
+    for (const c of committed) d.components.schemas[c.schema].required = c.required.was;
+  });
+
+  it('accept the corrections they list, and nothing else: the same change to InventoryItem fails', async () => {
+    const corrected = await breakingChanges(uncorrected, spec(), committed);
+    expect(corrected.breaks).toEqual([]);
+    expect(corrected.accepted).toEqual(
+      expect.arrayContaining([
+        expect.stringMatching(/^GET \/store\/orders\/\{orderId\} response 200 .*cannot make required response property 'id' optional/),
+        expect.stringMatching(/^GET \/pets response 200 .*cannot make required response property 'status' optional/),
+      ]),
+    );
+
+    const more = await breakingChanges(uncorrected, changed((d) => (d.components.schemas.InventoryItem.required = ['petId', 'quantity'])), committed);
+    expect(more.breaks).toEqual(expect.arrayContaining([expect.stringMatching(/^GET \/store\/inventory response 200 .*cannot make required response property 'status' optional/)]));
+    expect(more.breaks.filter((line) => !/^\S+ \/store\/inventory.*'status'/.test(line))).toEqual([]);
+  });
+});
+
+describe(`npm run spec:breaking -- --base REF, with ${correctionsFile}`, () => {
+  let dir: string;
+  const git = (...args: string[]) => promisify(execFile)('git', ['-c', 'user.email=ci@example.com', '-c', 'user.name=ci', ...args], { cwd: dir });
+  const commit = async (message: string) => {
+    await git('add', '-A');
+    await git('commit', '-q', '-m', message);
+  };
+  const run = () =>
+    promisify(execFile)(process.execPath, ['--import', 'tsx', join(repoRoot, 'scripts/spec-breaking.ts'), '--base', 'HEAD~1'], { cwd: dir }).then(
+      ({ stdout, stderr }) => ({ code: 0, out: stdout + stderr }),
+      (error: { code: number; stdout: string; stderr: string }) => ({ code: error.code, out: error.stdout + error.stderr }),
+    );
+  const write = (doc: Doc, corrections?: Correction[]) => {
+    writeFileSync(join(dir, 'openapi.yaml'), stringify(doc));
+    if (corrections) writeFileSync(join(dir, correctionsFile), stringify(corrections));
+  };
+  const withNameRequired = (required: boolean) => changed((d) => (d.components.schemas.Category.required = required ? ['id', 'name'] : ['id']));
+  const correction: Correction = {
+    schema: 'Category',
+    rule: 'cannot make required response property',
+    required: { was: ['id', 'name'], now: ['id'] },
+    why: 'a test',
+    interface: 'a test',
+  };
+
+  beforeAll(async () => {
+    dir = mkdtempSync(join(tmpdir(), 'petstore-corrections-'));
+    symlinkSync(join(repoRoot, 'node_modules'), join(dir, 'node_modules'));
+    mkdirSync(join(dir, 'docs'));
+    await git('init', '-q');
+  });
+  afterAll(() => rmSync(dir, { recursive: true, force: true }));
+
+  it('accepts a correction in the commit that adds its entry, and never again', async () => {
+    write(withNameRequired(true), []);
+    await commit('before');
+    write(withNameRequired(false), [correction]);
+    await commit('the correction, with its entry');
+    // As CI runs it: the commit that makes the correction is HEAD.
+    const corrected = await run();
+    expect(corrected.code).toBe(0);
+    expect(corrected.out).toMatch(/accepted as corrections to the interface \(docs\/interface-corrections\.yaml\):\n {2}- GET \/categories/);
+
+    // Later the field becomes required again (no break), then optional again: the entry,
+    // already in the file, does not excuse it.
+    write(withNameRequired(true));
+    await commit('required again');
+    write(withNameRequired(false));
+    await commit('optional again');
+    const again = await run();
+    expect(again.code).toBe(1);
+    expect(again.out).toContain("cannot make required response property 'name' optional");
   });
 });
 

@@ -128,7 +128,7 @@ describe('two server processes sharing one SQLite file', () => {
   const logs = () => servers.map((server) => server.log()).join('');
 
   async function start(): Promise<string> {
-    const server = await startServer({ DATABASE_PATH: databasePath, SEED_DEMO_DATA: 'false', RATE_LIMIT_PER_MINUTE: '100000' });
+    const server = await startServer({ DATABASE_PATH: databasePath, SEED_DEMO_DATA: 'false', RATE_LIMIT_PER_MINUTE: '100000', SIGNUPS_PER_ADDRESS_PER_HOUR: '100000' });
     servers.push(server);
     return server.url;
   }

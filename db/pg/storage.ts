@@ -3,7 +3,7 @@
 // lockCategory are SELECT ... FOR UPDATE, so a rule's checks hold until it commits, on
 // any number of instances. Uniqueness (emails, category name keys, idempotency keys) is
 // the unique indexes' job; a violation comes back as 'taken' or null, never a 500.
-import { and, asc, eq, gt, inArray, isNull, lte, sql, type SQL } from 'drizzle-orm';
+import { and, asc, count, eq, gt, inArray, isNull, lte, or, sql, type SQL } from 'drizzle-orm';
 import { drizzle, type NodePgDatabase } from 'drizzle-orm/node-postgres';
 import { migrate } from 'drizzle-orm/node-postgres/migrator';
 import { join } from 'node:path';
@@ -40,6 +40,7 @@ function createQueries(db: Executor): Queries {
       const row = first(await db.select().from(accounts).where(eq(accounts.email, email)));
       return row ? { ...toAccount(row), passwordHash: row.passwordHash } : null;
     },
+    lockAccount: async (id) => (await db.select({ id: accounts.id }).from(accounts).where(eq(accounts.id, id)).for('update')).length > 0,
 
     insertApiKey: async (input) => toApiKey((await db.insert(apiKeys).values(input).returning())[0]!),
     findKeyOwner: async (hash) =>
@@ -76,6 +77,13 @@ function createQueries(db: Executor): Queries {
     async touchApiKey(keyId, at) {
       await db.update(apiKeys).set({ lastUsedAt: at }).where(eq(apiKeys.id, keyId));
     },
+    countActiveApiKeys: async (accountId, now) =>
+      first(
+        await db
+          .select({ n: count() })
+          .from(apiKeys)
+          .where(and(eq(apiKeys.accountId, accountId), isNull(apiKeys.revokedAt), or(isNull(apiKeys.expiresAt), gt(apiKeys.expiresAt, now)))),
+      )?.n ?? 0,
 
     listCategories: async (page) =>
       (await db.select().from(categories).where(gt(categories.id, page.after)).orderBy(asc(categories.id)).limit(page.limit)).map(toCategory),
@@ -203,6 +211,8 @@ function createQueries(db: Executor): Queries {
       const row = first(await db.select().from(messages).where(and(eq(messages.id, id), eq(messages.accountId, accountId))));
       return row ? toMessage(row) : null;
     },
+    countQueuedMessages: async (accountId) =>
+      first(await db.select({ n: count() }).from(messages).where(and(eq(messages.accountId, accountId), eq(messages.status, 'queued'))))?.n ?? 0,
     async deliverDue(createdBefore, sentAt, limit) {
       // SKIP LOCKED: workers on other instances take other rows instead of waiting, and a
       // row is claimed by exactly one of them.

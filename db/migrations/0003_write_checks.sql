@@ -1,0 +1,3 @@
+CREATE TABLE `write_checks` (
+	`room` blob NOT NULL
+);
