@@ -1,11 +1,11 @@
-// npm run build, and before npm start, the jest suite, the contract suite and the bench:
+// npm run build, also run by npm install (prepare) and before the jest suite, the contract
+// suite and the bench:
 // tsc compiles the service into dist/ (tsconfig.build.json, incremental), then the files
 // its modules read beside themselves at run time are copied next to the compiled
 // JavaScript, afresh so that a deleted one does not linger.
 //
 // Nothing is done when no input is newer than the last build, as make decides: tsc's own
-// up-to-date check loads the compiler first, which would double the time `npm start`
-// takes to answer.
+// up-to-date check loads the compiler first, and takes longer than the build-less cases need.
 import { execFileSync } from 'node:child_process';
 import { cpSync, readdirSync, rmSync, statSync, utimesSync } from 'node:fs';
 import { createRequire } from 'node:module';
