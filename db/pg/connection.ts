@@ -16,7 +16,7 @@ const probeEveryMs = 500;
 
 const connectionCodes = new Set(['ECONNREFUSED', 'ECONNRESET', 'ETIMEDOUT', 'EPIPE', 'EHOSTUNREACH', 'ENETUNREACH', 'ENOTFOUND', 'EAI_AGAIN']);
 // node-postgres and pg-pool say these in words, without a code.
-const connectionMessages = /^(Connection terminated|timeout exceeded when trying to connect|Client has encountered a connection error|Client was closed)/;
+const connectionMessages = /^(Connection terminated|timeout expired|timeout exceeded when trying to connect|Query read timeout|Client has encountered a connection error|Client was closed)/;
 
 /**
  * Whether `error` (or what it wraps: drizzle wraps the driver's error as its cause) means
