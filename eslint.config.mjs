@@ -26,6 +26,26 @@ export default tseslint.config(
       ],
     },
   },
+  // The layers (docs/layout.md): the domain knows neither HTTP nor a database; handlers
+  // get the domain (ctx.repos), never the storage under it.
+  {
+    files: ['domain/**'],
+    rules: {
+      'no-restricted-imports': [
+        'error',
+        { patterns: [{ group: ['**/server/**', '**/db/**', '**/handlers/**', 'express', 'pg', 'better-sqlite3', 'drizzle-orm*'], message: 'domain/ knows neither HTTP nor a database: it works over the storage port (domain/storage.ts).' }] },
+      ],
+    },
+  },
+  {
+    files: ['handlers/**'],
+    rules: {
+      'no-restricted-imports': [
+        'error',
+        { patterns: [{ group: ['**/db/**', '**/domain/storage', 'pg', 'better-sqlite3', 'drizzle-orm*'], message: 'Handlers call the domain (ctx.repos), not the storage or a database.' }] },
+      ],
+    },
+  },
   {
     // Tests and the contract suite read response bodies and the spec as untyped JSON on
     // purpose, and check them at run time (expect, ajv); typing every read adds nothing.

@@ -1,4 +1,4 @@
-// WAL checkpoints off the event loop (README "Performance", "Checkpoints").
+// WAL checkpoints off the event loop (docs/storage.md, "Checkpoints").
 //
 // SQLite's automatic checkpoint runs inside whichever COMMIT takes the write-ahead log
 // past 1000 pages: it copies those pages into the database file and fsyncs both files,

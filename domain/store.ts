@@ -2,7 +2,7 @@
 // Each rule is one transaction that first locks the rows it will decide on (the pet's
 // stock row, the category row), so what it checks is still true when it writes, across
 // processes and instances. A broken rule throws DomainError, which rolls it back; a
-// missing row is null/false. The rules are written down in the README's "Store rules".
+// missing row is null/false. The rules are written down once, in docs/decisions.md (Store rules).
 import { randomBytes } from 'node:crypto';
 import { DomainError, type Outcome } from './errors';
 import { idempotent } from './idempotency';
@@ -241,6 +241,9 @@ export function createStore(storage: Storage, bounds: Bounds = defaultBounds) {
         }),
       findForAccount: (accountId: number, id: string) => storage.findMessage(accountId, id),
     },
+
+    /** Whether the database answers and takes writes (throws StorageUnavailable when not): readiness. */
+    ready: () => storage.ping(),
   };
 }
 

@@ -7,9 +7,9 @@ export const serviceHandlers: HandlerModule<'service'> = {
     return { status: 200, body: { status: 'ok' } };
   },
 
-  async getReadiness(_input, { storage }) {
+  async getReadiness(_input, { repos }) {
     try {
-      await storage.ping();
+      await repos.ready();
     } catch (error) {
       // Reads answer but writes cannot be made durable (a full disk): not ready either.
       if (error instanceof StorageUnavailable) throw error;

@@ -1,6 +1,6 @@
 // npm run db:migrate: applies the migrations to DATABASE_URL (db/pg/migrations) or
 // DATABASE_PATH (db/migrations), as the service does at start-up; the step to run once
-// before a rolling deployment (README "Deployment").
+// before a rolling deployment (docs/deployment.md).
 import { prepareStorage } from '../db/open';
 import { loadConfig } from '../server/config';
 

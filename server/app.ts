@@ -53,7 +53,7 @@ export function createApp({ storage: given, db, config, spec = loadSpec(), log, 
   const storage = given ?? (db ? createSqliteStorage(db) : undefined);
   if (!storage) throw new Error('createApp needs a storage (or a SQLite db)');
   const repos = createStore(storage, config.bounds);
-  const ctx: AppContext = { storage, repos, config, log: logger };
+  const ctx: AppContext = { repos, config, log: logger };
   const operations = operationsOf(spec);
 
   // Counters live where every process serving this database sees them: in the database
@@ -161,7 +161,7 @@ export function createApp({ storage: given, db, config, spec = loadSpec(), log, 
  * run them as layers of their own: an error passed to `next`, thrown, or rejected by a
  * returned promise skips the rest and goes to the error handlers. The router allocates
  * and matches per layer; with two dozen layers that was a fifth of what a request
- * allocated (README "Performance"). Every handler here is mounted at `/`, so the
+ * allocated (docs/performance.md). Every handler here is mounted at `/`, so the
  * router's path trimming has nothing to do for them.
  *
  * A handler whose work outlives its call returns the promise of that work (and calls

@@ -75,7 +75,7 @@ const variables = z.object({
   DATABASE_PATH: z.string().min(1).default('./data/petstore.db'),
   // A cap on the SQLite file, so that it cannot take the whole disk (README "Configuration").
   DATABASE_MAX_SIZE_MB: int(1, 1_000_000_000).optional(),
-  // When set, PostgreSQL instead of the SQLite file (README "Deployment").
+  // When set, PostgreSQL instead of the SQLite file (docs/deployment.md).
   DATABASE_URL: z
     .string()
     .regex(/^postgres(ql)?:\/\//, 'must be a postgres:// or postgresql:// URL')

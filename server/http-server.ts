@@ -55,7 +55,7 @@ function parserError(err: NodeJS.ErrnoException): { status: number; code: ErrorC
  * Express gives every request and response its app's prototypes with
  * Object.setPrototypeOf; on an object made with another prototype that sends V8 down a
  * slow path, and under load about half of everything a request allocated then outlived
- * the next young-generation collection and was promoted (README "Performance"). Born
+ * the next young-generation collection and was promoted (docs/performance.md). Born
  * with them, Express's call finds the prototype already set and does nothing. Not an
  * Express app (a bare listener in a test): Node's own classes.
  */
@@ -76,16 +76,11 @@ function messageClasses(app: RequestListener): { IncomingMessage?: typeof Incomi
 }
 
 /**
- * The responses in flight, for drain(): slots that are reused, each cleared when its
- * response closes. Not a Set. A Set with a response added and deleted per request rebuilt
- * its table every few dozen requests, and V8 leaves a replaced table pointing at its
- * successor and at the entries it held. Once one of those tables had lived long enough to
- * reach the old generation (more requests waiting at once, as orders waiting for their
- * COMMIT are), each later table and every response in it stayed alive through it until
- * the next full collection: an eighth of what a request allocated was promoted, with
- * scavenges of 4-5 ms instead of 1, and peak RSS grew with traffic (README "Performance").
+ * The responses in flight, for drain(): reused slots, each cleared when its response
+ * closes. Not a Set: a Set rebuilt per few dozen requests leaves replaced tables that
+ * keep dead responses alive into the old generation (docs/decisions.md, "Draining").
  */
-class InFlight {
+export class InFlight {
   private readonly slots: Array<ServerResponse | undefined> = [];
   // Slot numbers only: small integers, which hold nothing alive.
   private readonly free: number[] = [];

@@ -54,7 +54,7 @@ const probes = new Set(['/healthz', '/readyz']);
 export function accessLog(log: Logger): RequestHandler {
   // Everything is read when the response is finished, once the route and the account are
   // known. pino-http binds nothing per request (quietResLogger): a child logger per
-  // request cost more than the line itself (README "Performance").
+  // request cost more than the line itself (docs/performance.md).
   const line = (req: IncomingMessage, res: ServerResponse, val: { durationMs?: number; err?: unknown }) => {
     const r = req as Request;
     return {

@@ -7,7 +7,6 @@ import { operationTable, type OperationId, type OperationsByTag } from '../gener
 import type { OperationEntry } from './spec';
 import type { Config } from './config';
 import type { Logger } from './log';
-import type { Storage } from '../domain/storage';
 import type { Store } from '../domain/store';
 import type { Principal } from '../domain/types';
 import { principalOf } from './security';
@@ -47,8 +46,7 @@ export type Result<K extends OperationId> = {
 
 /** Everything a handler may use besides its input. */
 export interface AppContext {
-  storage: Storage;
-  /** The store rules and reads (domain/store.ts). */
+  /** The store rules and reads (domain/store.ts); handlers never see the storage under it. */
   repos: Store;
   config: Config;
   log: Logger;

@@ -1,5 +1,5 @@
 // A rate-limit store (express-rate-limit's store interface) over the storage port: the counters live in the database, so
-// every process and instance on it counts a client's requests once (README "Deployment").
+// every process and instance on it counts a client's requests once (docs/deployment.md).
 // One upsert per request; the window is fixed, as express-rate-limit's memory store's is.
 import type { Options, Store, ClientRateLimitInfo } from 'express-rate-limit';
 import type { Storage } from '../domain/storage';

@@ -28,7 +28,7 @@ export const memoryStores: RateLimitStoreFactory = () => new ImmediateMemoryStor
  * Counters in this process's memory, as express-rate-limit's MemoryStore keeps them (a
  * window per client from its first hit; clients not seen for a whole window dropped in
  * bulk), but answering at once: the library's store answers in a promise, which cost
- * each limiter of every request a turn of the microtask queue (README "Performance").
+ * each limiter of every request a turn of the microtask queue (docs/performance.md).
  */
 export class ImmediateMemoryStore implements Store {
   readonly localKeys = true;

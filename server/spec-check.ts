@@ -4,7 +4,7 @@
 // express-openapi-validator 5.6 would check it too (validateApiSpec), but only once its
 // middleware initialises, after the service is listening, and its OpenAPISchemaValidator
 // compiles the whole OpenAPI meta-schema in its constructor, even when told not to check:
-// about a fifth of a start (README "Performance"). Here that compile waits until a check
+// about a fifth of a start (docs/performance.md). Here that compile waits until a check
 // needs it, and a document whose exact content passed before (a marker per content hash
 // under node_modules/.cache/petstore-spec, beside the parsed copies of server/spec.ts) is
 // not checked again. An edited openapi.yaml has another hash, so it is always checked.

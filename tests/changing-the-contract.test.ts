@@ -1,4 +1,4 @@
-// The README's "Changing the contract" loop, run on a copy of the project: add the
+// docs/contract.md's "Changing the contract" loop, run on a copy of the project: add the
 // README's operation to openapi.yaml, generate, see the stub's 501 from a real server,
 // fill the stub with the README's handler, see the 200.
 import { execFile } from 'node:child_process';
@@ -8,11 +8,11 @@ import { join, relative } from 'node:path';
 import { promisify } from 'node:util';
 import { repoRoot, startServer } from './server-process';
 
-const readme = readFileSync(join(repoRoot, 'README.md'), 'utf8');
+const readme = readFileSync(join(repoRoot, 'docs', 'contract.md'), 'utf8');
 
 function section(heading: string): string {
   const start = readme.indexOf(`\n## ${heading}\n`);
-  if (start < 0) throw new Error(`README.md has no "## ${heading}" section`);
+  if (start < 0) throw new Error(`docs/contract.md has no "## ${heading}" section`);
   const end = readme.indexOf('\n## ', start + 1);
   return readme.slice(start, end < 0 ? undefined : end);
 }
@@ -31,7 +31,7 @@ interface Run {
 
 jest.setTimeout(300_000);
 
-describe('README "Changing the contract", on a copy of the project', () => {
+describe('docs/contract.md "Changing the contract", on a copy of the project', () => {
   const loop = section('Changing the contract');
   const [operation = ''] = blocks(loop, 'yaml');
   const [stub = '', handler = ''] = blocks(loop, 'ts');

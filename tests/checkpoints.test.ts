@@ -1,5 +1,5 @@
 // WAL checkpoints run in their own thread, not inside the commits of requests
-// (db/checkpointer.ts; README "Performance", "Checkpoints").
+// (db/checkpointer.ts; docs/storage.md, "Checkpoints").
 import { execFileSync } from 'node:child_process';
 import { existsSync, mkdtempSync, rmSync, statSync, unlinkSync } from 'node:fs';
 import { tmpdir } from 'node:os';

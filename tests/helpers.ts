@@ -1,7 +1,10 @@
 // Builders shared by the test files. Every app gets its own migrated database: a SQLite
-// file or :memory:, or, when TEST_DATABASE_URL names a PostgreSQL server (CI runs the
+// file in a temp folder, or, when TEST_DATABASE_URL names a PostgreSQL server (CI runs the
 // suite a second time under scripts/with-postgres.sh), a fresh database on it.
 import { randomBytes } from 'node:crypto';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import request from 'supertest';
 import type { Express } from 'express';
 import { Client } from 'pg';
@@ -76,7 +79,18 @@ export async function createPgDatabase(adminUrl: string, name: string): Promise<
   return url.toString();
 }
 
-/** A fresh storage: SQLite (":memory:" unless a path is given), or a new PostgreSQL database. */
+// SQLite files of this test file, as in production (WAL, a read connection, group commit),
+// removed when it ends.
+let filesDir: string | undefined;
+let files = 0;
+const newDatabaseFile = () => join((filesDir ??= mkdtempSync(join(tmpdir(), 'petstore-test-'))), `db-${++files}.sqlite`);
+if (typeof afterAll === 'function') {
+  afterAll(() => {
+    if (filesDir) rmSync(filesDir, { recursive: true, force: true });
+  });
+}
+
+/** A fresh storage: SQLite (a new temp file unless a path is given), or a new PostgreSQL database. */
 export function testStorage(databasePath?: string, given?: Db): { storage: Storage; query: TestApp['query'] } {
   if (testDatabaseUrl && databasePath === undefined && given === undefined) {
     // Jest reuses worker processes across files, so the pid alone does not make a name unique.
@@ -106,8 +120,9 @@ export function testStorage(databasePath?: string, given?: Db): { storage: Stora
     };
     return { storage, query };
   }
-  const db = given ?? createDatabase(databasePath ?? ':memory:');
+  const db = given ?? createDatabase(databasePath ?? newDatabaseFile());
   const storage = createSqliteStorage(db);
+  opened.push(storage);
   const query: TestApp['query'] = async (text, ...params) => {
     const statement = db.$client.prepare(text);
     if (statement.reader) return statement.all(...params) as Array<Record<string, unknown>>;

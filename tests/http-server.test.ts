@@ -4,6 +4,8 @@ import { connect, type Socket } from 'node:net';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import type { ServerResponse } from 'node:http';
+import { InFlight } from '../server/http-server';
 import { eventually, startServer, type ServerProcess } from './server-process';
 
 interface RawResponse {
@@ -115,5 +117,22 @@ describe('MAX_CONNECTIONS', () => {
       return res.status === 200 ? res.status : undefined;
     });
     expect(status).toBe(200);
+  });
+});
+
+describe('the responses in flight (kept for drain)', () => {
+  it('reuse their slots: after many requests, as many slots as were ever in flight at once', () => {
+    const inFlight = new InFlight();
+    const res = {} as ServerResponse;
+    for (let round = 0; round < 1_000; round++) {
+      const a = inFlight.add(res);
+      const b = inFlight.add(res);
+      inFlight.delete(a);
+      inFlight.delete(b);
+    }
+    expect(inFlight.size).toBe(0);
+    const held = [inFlight.add(res), inFlight.add(res), inFlight.add(res)];
+    expect(Math.max(...held)).toBe(2);
+    expect([...inFlight]).toHaveLength(3);
   });
 });

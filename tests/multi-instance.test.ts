@@ -1,4 +1,4 @@
-// Several processes on one database behave as one service (README "Deployment"): three
+// Several processes on one database behave as one service (docs/deployment.md): three
 // instances on one PostgreSQL (when the suite runs with TEST_DATABASE_URL), and
 // WEB_CONCURRENCY=2 workers on one SQLite file (always). Real HTTP on 127.0.0.1, requests
 // spread over the instances (round-robin; the cluster's own scheduler for the workers).

@@ -1,6 +1,10 @@
 // Lists are keyset pages: the cursor is the last id seen, so walking a catalogue that
 // grows meanwhile never repeats or skips a record, and every page is one index range
 // scan, as cheap deep in the list as at its start.
+import Database from 'better-sqlite3';
+import { mkdtempSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import request from 'supertest';
 import { createDatabase } from '../db/client';
 import { createApp } from '../server/app';
@@ -114,7 +118,7 @@ describe('pagination', () => {
     // the table or a temporary sort, so page 10,000 costs what page 1 does.
     it('every list query is an index range search with no sort step', async () => {
       // SQLite's plans, on a SQLite app of its own whichever engine the suite runs on.
-      const db = createDatabase(':memory:');
+      const db = createDatabase(join(mkdtempSync(join(tmpdir(), 'petstore-plans-')), 'petstore.db'));
       const t = setupApp({ db });
       const boss = await admin(t);
       const buyer = await customer(t.app);
@@ -123,11 +127,8 @@ describe('pagination', () => {
       for (let i = 0; i < 5; i++) await t.repos.pets.create({ name: `Planned ${i}`, categoryId: i % 2 ? cats : dogs, status: 'available' });
       const seen = new Set<string>();
       const client = db.$client;
-      const prepare = client.prepare.bind(client);
-      client.prepare = ((sql: string) => {
-        if (/^select/i.test(sql) && /\blimit\b/i.test(sql)) seen.add(sql);
-        return prepare(sql);
-      });
+      // Every connection's statements: the lists are read on the storage's read connection.
+      const spy = jest.spyOn(Database.prototype, 'prepare');
       // Statements are prepared once per app, on first use: a fresh app over the same
       // database prepares each of them again, where the hook sees it.
       const app = createApp({ db, config: testConfig() });
@@ -150,7 +151,8 @@ describe('pagination', () => {
           for (const who of [buyer, boss]) expect((await request(app).get(path).set(who.auth)).status).toBe(200);
         }
       } finally {
-        client.prepare = prepare;
+        for (const [sql] of spy.mock.calls) if (/^select/i.test(sql) && /\blimit\b/i.test(sql)) seen.add(sql);
+        spy.mockRestore();
       }
 
       expect(seen.size).toBeGreaterThanOrEqual(12);

@@ -1,19 +1,20 @@
 // The SQL the SQLite storage prepares: each statement is planned once (db/client.ts,
 // rowLimit). A bare `LIMIT ?` would be replanned on every run, because SQLite reads the
 // value bound there while planning; that cost most of a list request's time under load.
+import { mkdtempSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import Database from 'better-sqlite3';
 import { createDatabase } from '../db/client';
 import { createSqliteStorage } from '../db/sqlite-storage';
 import { createStore } from '../domain/store';
 
 describe('SQLite statements', () => {
-  const db = createDatabase(':memory:');
-  const client = db.$client;
-  const prepare = client.prepare.bind(client);
-  const prepared: string[] = [];
-  client.prepare = (source: string) => {
-    prepared.push(source);
-    return prepare(source);
-  };
+  const db = createDatabase(join(mkdtempSync(join(tmpdir(), 'petstore-statements-')), 'petstore.db'));
+  // Every connection's statements: the lists are read on the storage's read connection.
+  const spy = jest.spyOn(Database.prototype, 'prepare');
+  const prepared = () => spy.mock.calls.map(([source]) => source);
+  afterAll(() => spy.mockRestore());
   const storage = createSqliteStorage(db);
   const store = createStore(storage);
   const page = { after: 0, limit: 2 };
@@ -53,7 +54,7 @@ describe('SQLite statements', () => {
     expect(await storage.listPets({ ids: [3, 2, 1] }, { after: 1, limit: 1 })).toEqual([expect.objectContaining({ id: 2 })]);
     expect(await storage.listApiKeys(customer.accountId, page)).toHaveLength(2);
 
-    const limited = prepared.filter((source) => /\blimit\b/i.test(source));
+    const limited = prepared().filter((source) => /\blimit\b/i.test(source));
     // Each list statement above, at least: the check below looks at real SQL.
     expect(limited.length).toBeGreaterThanOrEqual(10);
     expect(limited.filter((source) => /\blimit\s+\?/i.test(source))).toEqual([]);
@@ -61,14 +62,14 @@ describe('SQLite statements', () => {
 
   it('prepares each statement once, however often and with whatever limit it runs', async () => {
     await everyLimitedStatement();
-    const before = prepared.length;
+    const before = prepared().length;
     for (const limit of [1, 5, 100]) {
       await storage.listPets({ ids: [1, 2] }, { after: 0, limit });
       await storage.listCategories({ after: 0, limit });
     }
     await everyLimitedStatement();
-    expect(prepared.slice(before)).toEqual([]);
+    expect(prepared().slice(before)).toEqual([]);
   });
 
-  afterAll(() => client.close());
+  afterAll(() => storage.close());
 });

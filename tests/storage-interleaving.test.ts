@@ -1,8 +1,8 @@
 // The SQLite storage writes for every request of a process on one connection while domain/
 // awaits between a rule's statements (domain/storage.ts explains why). These tests hold a
 // transaction open at an await, or start several in one turn, then check what other
-// requests' operations see and do: in memory (one connection) and on a file (a read
-// connection, and transactions sharing a COMMIT).
+// requests' operations see and do: a read connection that sees committed rows only, and
+// transactions sharing a COMMIT.
 // SQLite always, whichever engine the suite runs on: PostgreSQL gives each transaction its
 // own pooled connection, so there is nothing to interleave.
 import { mkdtempSync, rmSync } from 'node:fs';
@@ -47,7 +47,7 @@ async function seedPetAndCustomer(t: TestApp, name: string) {
 }
 
 describe('a transaction held open at an await', () => {
-  const t = setupApp({ databasePath: ':memory:' });
+  const t = setupApp({ databasePath: join(mkdtempSync(join(tmpdir(), 'petstore-held-')), 'store.db') });
   let petId: number;
   let accountId: number;
 
@@ -55,20 +55,16 @@ describe('a transaction held open at an await', () => {
     ({ petId, accountId } = await seedPetAndCustomer(t, 'Interleaving'));
   });
 
-  it('hides its uncommitted write from a read outside it, which sees the committed value', async () => {
+  it('hides its uncommitted write from a read outside it, which sees the committed value at once', async () => {
+    const before = (await t.storage.findInventory(petId))?.quantity;
     const { tx, release } = await holdOpen(t.storage, async (q) => {
       await q.lockStock(petId);
       await q.setStock(petId, 1);
     });
-    const read = Promise.resolve(t.storage.findInventory(petId));
-    // Let the read run if it could: it must still be waiting for the commit.
-    let settled = false;
-    void read.then(() => (settled = true));
-    await new Promise((r) => setImmediate(r));
-    expect(settled).toBe(false);
+    expect((await t.storage.findInventory(petId))?.quantity).toBe(before);
     release();
     await tx;
-    expect((await read)?.quantity).toBe(1);
+    expect((await t.storage.findInventory(petId))?.quantity).toBe(1);
   });
 
   it('keeps a write made outside it when it rolls back', async () => {
@@ -105,8 +101,8 @@ describe('a transaction held open at an await', () => {
       steps.push('second:end');
     });
     await entered.promise;
-    // No timing margin: this storage does no I/O, so once the event loop has turned, every
-    // step the second transaction could take without waiting for the first has been taken.
+    // No timing margin: the second waits for the lock the first holds, not for I/O, so once
+    // the event loop has turned, every step it could take without the first has been taken.
     await new Promise((r) => setImmediate(r));
     expect(steps).toEqual(['first:begin']);
     g.open();

@@ -2,6 +2,9 @@
 // Both are measured in the same run, over real HTTP on 127.0.0.1, interleaved so
 // machine noise hits them alike; the ratios of the medians are what count. An OFFSET
 // query over the same rows is timed alongside as the contrast keyset avoids.
+import { mkdtempSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import type { AddressInfo } from 'node:net';
 import { createDatabase } from '../../db/client';
 import { createSqliteStorage } from '../../db/sqlite-storage';
@@ -22,7 +25,7 @@ const median = (xs: number[]) => {
 };
 
 export async function benchPagination(): Promise<void> {
-  const db = createDatabase(':memory:');
+  const db = createDatabase(join(mkdtempSync(join(tmpdir(), 'petstore-bench-pages-')), 'petstore.db'));
   const sqlite = db.$client;
   sqlite.exec("insert into accounts (email, password_hash, role, created_at) values ('bench@example.com', 'x', 'admin', '2026-01-01T00:00:00Z')");
   const { key, ...stored } = generateApiKey();

@@ -282,7 +282,7 @@ async function customerKey(port: number): Promise<string> {
 async function restock(databasePath: string): Promise<void> {
   const db = openDatabase(databasePath);
   try {
-    // Store rules are async since domain/ (issue 10): close the file only once it has run.
+    // Store rules are async: close the file only once it has run.
     await createStore(createSqliteStorage(db)).inventory.setQuantity(petId, maxStock);
   } finally {
     db.$client.close();

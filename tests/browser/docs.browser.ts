@@ -4,6 +4,7 @@
 import fs from 'node:fs';
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
+import os from 'node:os';
 import path from 'node:path';
 import { chromium, type Browser, type Page } from 'playwright-core';
 import { parse } from 'yaml';
@@ -59,7 +60,7 @@ function operationsIn(spec: Spec): Operation[] {
 // The real app serves /docs and /openapi.json. Serving another spec swaps in an app
 // built from it, as a restart with an edited openapi.yaml would.
 async function startDocsServer(initialSpec: Spec) {
-  const db = createDatabase(':memory:');
+  const db = createDatabase(path.join(fs.mkdtempSync(path.join(os.tmpdir(), 'petstore-docs-')), 'petstore.db'));
   const appFor = (spec: Spec) => createApp({ db, config: testConfig(), spec: spec as OpenApiDocument });
   let app = appFor(initialSpec);
   const server = http.createServer((req, res) => app(req, res));
