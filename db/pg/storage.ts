@@ -7,12 +7,14 @@ import { and, asc, count, eq, gt, inArray, isNull, lte, or, sql, type SQL } from
 import { drizzle, type NodePgDatabase } from 'drizzle-orm/node-postgres';
 import { migrate } from 'drizzle-orm/node-postgres/migrator';
 import { join } from 'node:path';
-import { Pool } from 'pg';
+import type { Pool, PoolClient } from 'pg';
 import type { Queries, Storage } from '../../domain/storage';
 import type { Principal } from '../../domain/types';
+import { asUnavailable, createAvailability, isConnectionError, openPool } from './connection';
 import { toAccount, toApiKey, toCategory, toMessage, toOrder, toPet } from '../rows';
 import * as schema from './schema';
 import { accounts, apiKeys, categories, idempotencyKeys, inventory, messages, orders, pets, rateLimits } from './schema';
+import { guardTransactions } from '../transaction-guard';
 
 export type PgDb = NodePgDatabase<typeof schema> & { $client: Pool };
 
@@ -234,8 +236,7 @@ function createQueries(db: Executor): Queries {
 }
 
 export function openPgDatabase(url: string, poolSize = 10): PgDb {
-  const pool = new Pool({ connectionString: url, max: poolSize });
-  return drizzle({ client: pool, schema });
+  return drizzle({ client: openPool(url, poolSize), schema });
 }
 
 /**
@@ -244,6 +245,15 @@ export function openPgDatabase(url: string, poolSize = 10): PgDb {
  * was brand new (no migration applied before), for the demo catalogue.
  */
 export async function migratePg(db: PgDb, folder = pgMigrationsFolder): Promise<{ brandNew: boolean }> {
+  try {
+    return await migrateLocked(db, folder);
+  } catch (error) {
+    // The server not answering yet is worth waiting for (server/startup.ts); anything else is not.
+    throw asUnavailable(error);
+  }
+}
+
+async function migrateLocked(db: PgDb, folder: string): Promise<{ brandNew: boolean }> {
   const client = await db.$client.connect();
   try {
     // An arbitrary constant naming "petstore migrations" among advisory locks.
@@ -267,12 +277,54 @@ export async function migratePg(db: PgDb, folder = pgMigrationsFolder): Promise<
   }
 }
 
-export function createPgStorage(db: PgDb): Storage {
+export interface PgStorageOptions {
+  /** PostgreSQL became unreachable (the error) or answers again (null); once per change. */
+  onAvailability?: (error: Error | null) => void;
+}
+
+export function createPgStorage(db: PgDb, { onAvailability = () => {} }: PgStorageOptions = {}): Storage {
+  const pool = db.$client;
+  const availability = createAvailability(pool.options.connectionString!, onAvailability);
+  pool.on('error', availability.suspect);
+  pool.on('connect', (client) => client.on('error', availability.suspect));
+  // One drizzle instance per pooled connection, made on its first transaction.
+  const sessions = new WeakMap<PoolClient, PgDb>();
+  const storage = createUnguardedStorage(db, async (work) => {
+    // Checked out here rather than by drizzle's pool transaction, which keeps a connection
+    // whose BEGIN failed out of the pool for good; a connection that failed is discarded.
+    const client = await pool.connect();
+    let failure: unknown;
+    try {
+      let session = sessions.get(client);
+      if (!session) sessions.set(client, (session = drizzle({ client: client as unknown as Pool, schema })));
+      return await session.transaction((tx) => work(createQueries(tx)));
+    } catch (error) {
+      failure = error;
+      throw error;
+    } finally {
+      client.release(isConnectionError(failure) ? (failure as Error) : undefined);
+    }
+  });
+  const guarded = Object.fromEntries(
+    Object.entries(storage).map(([name, value]) =>
+      typeof value === 'function' && name !== 'close' ? [name, (...args: unknown[]) => availability.guard(async () => (value as (...a: unknown[]) => unknown)(...args))] : [name, value],
+    ),
+  ) as unknown as Storage;
+  return guardTransactions({
+    ...guarded,
+    async close() {
+      availability.stop();
+      await storage.close();
+    },
+  });
+}
+
+function createUnguardedStorage(db: PgDb, transaction: Storage['transaction']): Storage {
   const queries = createQueries(db);
   return {
     ...queries,
     engine: 'postgres',
-    transaction: (work) => db.transaction((tx) => work(createQueries(tx))),
+    transaction,
     async hitRateLimit(key, windowMs, now) {
       // One upsert: concurrent hits from any instance serialise on the row.
       const [row] = await db
