@@ -33,7 +33,14 @@ export default tseslint.config(
     rules: {
       'no-restricted-imports': [
         'error',
-        { patterns: [{ group: ['**/server/**', '**/db/**', '**/handlers/**', 'express', 'pg', 'better-sqlite3', 'drizzle-orm*'], message: 'domain/ knows neither HTTP nor a database: it works over the storage port (domain/storage.ts).' }] },
+        {
+          patterns: [
+            {
+              group: ['**/server/**', '**/db/**', '**/handlers/**', 'express', 'pg', 'better-sqlite3', 'drizzle-orm*'],
+              message: 'domain/ knows neither HTTP nor a database: it works over the storage port (domain/storage.ts).',
+            },
+          ],
+        },
       ],
     },
   },
@@ -42,7 +49,24 @@ export default tseslint.config(
     rules: {
       'no-restricted-imports': [
         'error',
-        { patterns: [{ group: ['**/db/**', '**/domain/storage', 'pg', 'better-sqlite3', 'drizzle-orm*'], message: 'Handlers call the domain (ctx.repos), not the storage or a database.' }] },
+        {
+          patterns: [
+            {
+              group: ['**/db/**', '**/domain/storage', 'pg', 'better-sqlite3', 'drizzle-orm*'],
+              message: 'Handlers call the domain (ctx.repos), not the storage or a database.',
+            },
+          ],
+        },
+      ],
+    },
+  },
+  {
+    // contract/ ships to CI jobs and scripts/ to operators: neither may depend on the suite's helpers.
+    files: ['contract/**', 'scripts/**'],
+    rules: {
+      'no-restricted-imports': [
+        'error',
+        { patterns: [{ group: ['**/tests/**'], message: 'contract/ and scripts/ import no test helpers (docs/layout.md).' }] },
       ],
     },
   },

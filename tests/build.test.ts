@@ -5,7 +5,7 @@ import { execFileSync } from 'node:child_process';
 import { appendFileSync, cpSync, existsSync, mkdtempSync, readFileSync, rmSync, symlinkSync, unlinkSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { repoRoot } from './server-process';
+import { repoRoot } from '../scripts/server-process';
 
 jest.setTimeout(180_000);
 
@@ -16,7 +16,18 @@ describe('npm run build', () => {
 
   beforeAll(() => {
     dir = mkdtempSync(join(tmpdir(), 'petstore-build-'));
-    for (const path of ['server', 'handlers', 'db', 'domain', 'generated', 'dist', 'scripts/build.mjs', 'tsconfig.json', 'tsconfig.build.json', 'package-lock.json']) {
+    for (const path of [
+      'server',
+      'handlers',
+      'db',
+      'domain',
+      'generated',
+      'dist',
+      'scripts/build.mjs',
+      'tsconfig.json',
+      'tsconfig.build.json',
+      'package-lock.json',
+    ]) {
       cpSync(join(repoRoot, path), join(dir, path), { recursive: true });
     }
     symlinkSync(join(repoRoot, 'node_modules'), join(dir, 'node_modules'));
@@ -25,7 +36,13 @@ describe('npm run build', () => {
   afterAll(() => rmSync(dir, { recursive: true, force: true }));
 
   it('compiles what npm start runs, with the files its modules read beside them', () => {
-    for (const path of ['server/main.js', 'generated/openapi.json', 'db/checkpoint-worker.cjs', 'db/migrations/meta/_journal.json', 'server/docs-assets']) {
+    for (const path of [
+      'server/main.js',
+      'generated/openapi.json',
+      'db/checkpoint-worker.cjs',
+      'db/migrations/meta/_journal.json',
+      'server/docs-assets',
+    ]) {
       expect(existsSync(built(path))).toBe(true);
     }
   });

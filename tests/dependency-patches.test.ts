@@ -9,7 +9,7 @@ import * as framework from 'express-openapi-validator/dist/framework';
 import { OpenApiContext } from 'express-openapi-validator/dist/framework/openapi.context';
 import * as schemaValidator from 'express-openapi-validator/dist/framework/openapi.schema.validator';
 import { loadSpec } from '../server/spec';
-import { repoRoot } from './server-process';
+import { repoRoot } from '../scripts/server-process';
 
 const pkg = JSON.parse(readFileSync(join(repoRoot, 'package.json'), 'utf8'));
 const installed = JSON.parse(readFileSync(join(repoRoot, 'node_modules/express-openapi-validator/package.json'), 'utf8')).version;

@@ -5,7 +5,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import Database from 'better-sqlite3';
 import { password, uniqueEmail } from './helpers';
-import { startServer, type ServerProcess } from './server-process';
+import { startServer, type ServerProcess } from '../scripts/server-process';
 
 const json = { 'Content-Type': 'application/json' };
 
@@ -15,7 +15,9 @@ async function signUp(server: ServerProcess): Promise<{ Authorization: string }>
   const created = await fetch(`${server.url}/accounts`, { method: 'POST', headers: json, body: JSON.stringify({ email, password }) });
   expect(created.status).toBe(201);
   const basic = `Basic ${Buffer.from(`${email}:${password}`).toString('base64')}`;
-  const { key } = (await (await fetch(`${server.url}/api-keys`, { method: 'POST', headers: { Authorization: basic } })).json()) as { key: string };
+  const { key } = (await (await fetch(`${server.url}/api-keys`, { method: 'POST', headers: { Authorization: basic } })).json()) as {
+    key: string;
+  };
   return { Authorization: `Bearer ${key}` };
 }
 

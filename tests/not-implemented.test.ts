@@ -38,7 +38,11 @@ describe('operations not implemented yet', () => {
 
   it('an operation of the spec without a handler stops start-up, named', () => {
     const spec = loadSpec();
-    (spec.paths['/healthz'] as Record<string, unknown>).post = { operationId: 'pokeHealth', tags: ['service'], responses: { '204': { description: 'Poked.' } } };
+    (spec.paths['/healthz'] as Record<string, unknown>).post = {
+      operationId: 'pokeHealth',
+      tags: ['service'],
+      responses: { '204': { description: 'Poked.' } },
+    };
     expect(() => setupApp({ spec })).toThrow('Operation pokeHealth (POST /healthz) has no matching handler: run `npm run generate`');
   });
 
@@ -65,7 +69,11 @@ describe('every operation of the contract', () => {
     const called = new Set<OperationId>();
     const call = async (id: OperationId, req: request.Test) => {
       const res = await req;
-      expect({ id, status: res.status, body: res.status >= 300 ? res.body : undefined }).toEqual({ id, status: successOf(id), body: undefined });
+      expect({ id, status: res.status, body: res.status >= 300 ? res.body : undefined }).toEqual({
+        id,
+        status: successOf(id),
+        body: undefined,
+      });
       called.add(id);
       return res.body;
     };

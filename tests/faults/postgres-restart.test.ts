@@ -6,7 +6,7 @@ import { Client } from 'pg';
 import { createPgStorage, migratePg, openPgDatabase } from '../../db/pg/storage';
 import { createStore } from '../../domain/store';
 import { registerAccount } from '../../handlers/accounts';
-import { eventually, startServer, type ServerProcess } from '../server-process';
+import { eventually, startServer, type ServerProcess } from '../../scripts/server-process';
 import { adminEmail, call, loadEnv, password, setUp, type Reply } from '../write-load';
 import { startPostgres, type ThrowawayPostgres } from './postgres';
 
@@ -67,7 +67,14 @@ it('answers 503 unavailable at once while PostgreSQL is down, serves again when 
     } catch {
       // No answer at all: counted as an outcome the client cannot know.
     }
-    answers.push({ kind, at, ms: Date.now() - at, status: res?.status ?? 'no answer', code: res?.body.code, retryAfter: res?.headers.get('retry-after') });
+    answers.push({
+      kind,
+      at,
+      ms: Date.now() - at,
+      status: res?.status ?? 'no answer',
+      code: res?.body.code,
+      retryAfter: res?.headers.get('retry-after'),
+    });
   };
   const loop = async (i: number) => {
     // Bounded: the phases below end it long before this many requests.
@@ -88,7 +95,10 @@ it('answers 503 unavailable at once while PostgreSQL is down, serves again when 
   const starting = Date.now();
   await pg.start();
   const started = Date.now();
-  const firstServed = await eventually(() => answers.find((a) => a.at >= started && typeof a.status === 'number' && a.status < 300)?.at, 15_000);
+  const firstServed = await eventually(
+    () => answers.find((a) => a.at >= started && typeof a.status === 'number' && a.status < 300)?.at,
+    15_000,
+  );
   await new Promise((r) => setTimeout(r, 2_000));
   running = false;
   await load;
@@ -115,7 +125,10 @@ it('answers 503 unavailable at once while PostgreSQL is down, serves again when 
   expect(recoveredMs).toBeLessThan(5_000);
 
   // Every message queued is delivered once the database is back: the worker survived.
-  await eventually(async () => ((await sqlOn(url, "select count(*) as n from messages where status = 'queued'")) === 0 ? true : undefined), 15_000);
+  await eventually(
+    async () => ((await sqlOn(url, "select count(*) as n from messages where status = 'queued'")) === 0 ? true : undefined),
+    15_000,
+  );
   expect(await server.stop()).toBe(0);
 
   // A 2xx means committed, so every acknowledged write is stored. A 503 may still have

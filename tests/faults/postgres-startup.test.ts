@@ -2,7 +2,7 @@
 // serves once the database answers within DATABASE_STARTUP_TIMEOUT_S; past that bound it
 // exits 1 with a message saying why.
 import { call } from '../write-load';
-import { startServer, type ServerProcess } from '../server-process';
+import { startServer, type ServerProcess } from '../../scripts/server-process';
 import { startPostgres, type ThrowawayPostgres } from './postgres';
 
 let pg: ThrowawayPostgres | undefined;
@@ -43,7 +43,9 @@ it('exits 1 with a message once DATABASE_STARTUP_TIMEOUT_S has passed without an
   );
   const took = Date.now() - began;
   expect(failure.message).toMatch(/exited with 1 before listening/);
-  expect(failure.message).toMatch(/PostgreSQL \(DATABASE_URL\) did not answer within DATABASE_STARTUP_TIMEOUT_S=2 s \(\d+ attempts, last: ECONNREFUSED\); exiting/);
+  expect(failure.message).toMatch(
+    /PostgreSQL \(DATABASE_URL\) did not answer within DATABASE_STARTUP_TIMEOUT_S=2 s \(\d+ attempts, last: ECONNREFUSED\); exiting/,
+  );
   // The bound, give or take a process start.
   expect(took).toBeGreaterThanOrEqual(2_000);
   expect(took).toBeLessThan(15_000);

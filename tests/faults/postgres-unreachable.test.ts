@@ -7,7 +7,7 @@ import { createConnection, createServer, type Socket } from 'node:net';
 import { createPgStorage, migratePg, openPgDatabase } from '../../db/pg/storage';
 import { createStore } from '../../domain/store';
 import { registerAccount } from '../../handlers/accounts';
-import { eventually, startServer, type ServerProcess } from '../server-process';
+import { eventually, startServer, type ServerProcess } from '../../scripts/server-process';
 import { adminEmail, call, loadEnv, password, setUp } from '../write-load';
 import { startPostgres, type ThrowawayPostgres } from './postgres';
 

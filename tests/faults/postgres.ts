@@ -14,9 +14,16 @@ const run = promisify(execFile);
 
 function postgresBin(): string {
   const root = '/usr/lib/postgresql';
-  const dirs = existsSync(root) ? readdirSync(root).map((v) => join(root, v, 'bin')).filter((d) => existsSync(join(d, 'initdb'))) : [];
+  const dirs = existsSync(root)
+    ? readdirSync(root)
+        .map((v) => join(root, v, 'bin'))
+        .filter((d) => existsSync(join(d, 'initdb')))
+    : [];
   const bin = dirs.sort().at(-1);
-  if (!bin) throw new Error(`no PostgreSQL server binaries under ${root}/*/bin (apt-get install postgresql, or run under scripts/with-postgres.sh once)`);
+  if (!bin)
+    throw new Error(
+      `no PostgreSQL server binaries under ${root}/*/bin (apt-get install postgresql, or run under scripts/with-postgres.sh once)`,
+    );
   return bin;
 }
 
@@ -44,7 +51,8 @@ export async function startPostgres(): Promise<ThrowawayPostgres> {
   const bin = postgresBin();
   const root = userInfo().uid === 0;
   // As root, the server runs as `nobody` (it refuses to run as root).
-  const as = (command: string, args: string[]) => (root ? run('runuser', ['-u', 'nobody', '--', join(bin, command), ...args]) : run(join(bin, command), args));
+  const as = (command: string, args: string[]) =>
+    root ? run('runuser', ['-u', 'nobody', '--', join(bin, command), ...args]) : run(join(bin, command), args);
   const dir = mkdtempSync(join(tmpdir(), 'petstore-faults-pg-'));
   chmodSync(dir, 0o755);
   const data = join(dir, 'data');
