@@ -33,7 +33,10 @@ export interface ServiceOptions {
 }
 
 const sqliteStorage = (db: Db, service: ServiceOptions | undefined) =>
-  createSqliteStorage(db, service ? { checkpointer: startCheckpointer(db.$client, service.checkpoints), onWriteFailure: service.onWriteFailure } : {});
+  createSqliteStorage(
+    db,
+    service ? { checkpointer: startCheckpointer(db.$client, service.checkpoints), onWriteFailure: service.onWriteFailure } : {},
+  );
 
 /** Opens the database without touching its schema (a cluster worker, once the primary migrated). */
 export function openStorage(config: DatabaseConfig, service?: ServiceOptions): Storage {

@@ -42,7 +42,7 @@ function operationTableSource(table: Table): string {
     ' */\n' +
     `export const operationTable = {\n${rows.join('\n')}\n} as const;\n\n` +
     'export type OperationId = keyof typeof operationTable;\n\n' +
-    '/** The operations of each tag; the tag\'s handler module implements all of them. */\n' +
+    "/** The operations of each tag; the tag's handler module implements all of them. */\n" +
     `export interface OperationsByTag {\n${tagRows.join('\n')}\n}\n`
   );
 }
@@ -142,7 +142,8 @@ function planHandlers(table: Table): HandlerState {
       const entry = table[id];
       const where = `handlers/${mod.file.slice(handlersDir.length + 1)}`;
       if (!entry) state.leftovers.push(`${where}: ${id} has no operation in openapi.yaml any more; delete the handler (and its tests)`);
-      else if (mod.tag && entry.tag !== mod.tag) state.leftovers.push(`${where}: ${id} is tagged ${entry.tag} in openapi.yaml; move it to handlers/${moduleName(entry.tag)}.ts`);
+      else if (mod.tag && entry.tag !== mod.tag)
+        state.leftovers.push(`${where}: ${id} is tagged ${entry.tag} in openapi.yaml; move it to handlers/${moduleName(entry.tag)}.ts`);
       else if (stub) state.stubsLeft.push(id);
     }
   }
@@ -153,7 +154,8 @@ function planHandlers(table: Table): HandlerState {
     const file = join(handlersDir, `${moduleName(tag)}.ts`);
     const name = exportName(tag);
     const mod = existsSync(file) ? readModule(file, name) : undefined;
-    if (existsSync(file) && !mod) throw new Error(`handlers/${moduleName(tag)}.ts has no \`export const ${name} = { ... }\` to add stubs to`);
+    if (existsSync(file) && !mod)
+      throw new Error(`handlers/${moduleName(tag)}.ts has no \`export const ${name} = { ... }\` to add stubs to`);
     const missing = ids.filter((id) => !mod?.members.has(id));
     if (missing.length === 0) continue;
     state.stubbed.push(...missing);
@@ -170,7 +172,9 @@ function planHandlers(table: Table): HandlerState {
         `// Handlers of the \`${tag}\` operations of openapi.yaml.\n` +
           "import { notImplemented, type HandlerModule } from '../server/operations';\n\n" +
           `export const ${name}: HandlerModule<'${tag}'> = {\n` +
-          stubLines(missing).map((line) => (line ? '  ' + line : line)).join('\n') +
+          stubLines(missing)
+            .map((line) => (line ? '  ' + line : line))
+            .join('\n') +
           '\n};\n',
       );
       const index = readModule(indexFile, 'handlers', indexText);
@@ -214,7 +218,8 @@ async function main(): Promise<void> {
       .map(([name]) => name);
     if (stale.length > 0) problems.push(`Stale: ${stale.join(', ')} no longer match openapi.yaml. Run \`npm run generate\` and commit.`);
     const handlers = planHandlers(table);
-    if (handlers.stubbed.length > 0) problems.push(`No handler: ${handlers.stubbed.join(', ')}. Run \`npm run generate\` for stubs, then implement them.`);
+    if (handlers.stubbed.length > 0)
+      problems.push(`No handler: ${handlers.stubbed.join(', ')}. Run \`npm run generate\` for stubs, then implement them.`);
     if (handlers.stubsLeft.length > 0) problems.push(`Not implemented (501 stubs left): ${handlers.stubsLeft.join(', ')}.`);
     problems.push(...handlers.leftovers);
     if (problems.length > 0) {
@@ -233,7 +238,9 @@ async function main(): Promise<void> {
   const handlers = planHandlers(table);
   for (const [file, text] of handlers.writes) writeFileSync(file, text);
   if (handlers.stubbed.length > 0) {
-    console.log(`Wrote 501 stubs for ${handlers.stubbed.join(', ')} into ${[...handlers.writes.keys()].map((f) => f.slice(root.length + 1)).join(', ')}: implement them`);
+    console.log(
+      `Wrote 501 stubs for ${handlers.stubbed.join(', ')} into ${[...handlers.writes.keys()].map((f) => f.slice(root.length + 1)).join(', ')}: implement them`,
+    );
   }
   if (handlers.stubsLeft.length > 0) console.log(`Still 501 stubs: ${handlers.stubsLeft.join(', ')}`);
   if (handlers.leftovers.length > 0) {

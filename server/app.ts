@@ -46,7 +46,16 @@ export interface AppOptions {
   lifecycle?: Lifecycle;
 }
 
-export function createApp({ storage: given, db, config, spec = loadSpec(), log, handlers, rateLimitStores, lifecycle = createLifecycle() }: AppOptions): Express {
+export function createApp({
+  storage: given,
+  db,
+  config,
+  spec = loadSpec(),
+  log,
+  handlers,
+  rateLimitStores,
+  lifecycle = createLifecycle(),
+}: AppOptions): Express {
   const logger = log ?? createLogger(config.logLevel);
   const storage = given ?? (db ? createSqliteStorage(db) : undefined);
   if (!storage) throw new Error('createApp needs a storage (or a SQLite db)');
@@ -121,31 +130,35 @@ export function createApp({ storage: given, db, config, spec = loadSpec(), log, 
   // The validator matches `/pets/` to `/pets` (and would check its key first); routing is
   // strict, so a trailing slash is an undeclared path whatever the credentials.
   const noTrailingSlash: RequestHandler = (req, _res, next) => {
-    if (req.path.length > 1 && req.path.endsWith('/')) return next(new ApiError('not_found', `Nothing is at ${req.method} ${req.path}`, 404));
+    if (req.path.length > 1 && req.path.endsWith('/'))
+      return next(new ApiError('not_found', `Nothing is at ${req.method} ${req.path}`, 404));
     next();
   };
 
   app.use(
-    inOneLayer([
-      first,
-      // Before anything may refuse the request, so that refusals carry them; a preflight is answered here.
-      browserHeaders(createPathTable(operations), config.corsOrigins),
-      servicePages(spec, { ...defaultHandlers, ...handlers }, ctx),
-      // First, so that every answer of a deprecated operation says so, a 401 or 429 included.
-      deprecationHeaders(operations),
-      limits.perAddress,
-      limits.signups,
-      accessLog(logger),
-      limits.logins,
-      contractAndDocs,
-      canonicalIntegers(operations),
-      ...bodyReader(config.bodyLimitBytes),
-      noTrailingSlash,
-      // The validator's handler type predates Express 5's typings; at run time they match.
-      ...(validator as unknown as RequestHandler[]),
-      limits.perAccount,
-      operationsHandler(operations, { ...defaultHandlers, ...handlers } as never, ctx),
-    ], lifecycle),
+    inOneLayer(
+      [
+        first,
+        // Before anything may refuse the request, so that refusals carry them; a preflight is answered here.
+        browserHeaders(createPathTable(operations), config.corsOrigins),
+        servicePages(spec, { ...defaultHandlers, ...handlers }, ctx),
+        // First, so that every answer of a deprecated operation says so, a 401 or 429 included.
+        deprecationHeaders(operations),
+        limits.perAddress,
+        limits.signups,
+        accessLog(logger),
+        limits.logins,
+        contractAndDocs,
+        canonicalIntegers(operations),
+        ...bodyReader(config.bodyLimitBytes),
+        noTrailingSlash,
+        // The validator's handler type predates Express 5's typings; at run time they match.
+        ...(validator as unknown as RequestHandler[]),
+        limits.perAccount,
+        operationsHandler(operations, { ...defaultHandlers, ...handlers } as never, ctx),
+      ],
+      lifecycle,
+    ),
   );
   app.use((req, _res, next) => next(new ApiError('not_found', `Nothing is at ${req.method} ${req.path}`, 404)));
   app.use(errorMapper(logger));

@@ -49,25 +49,29 @@ const trustProxy = z
  * browser sends an origin as scheme, host and a port only when it is not the default, in
  * lower case, so an entry written any other way would never match and is refused.
  */
-const corsOrigins = z
-  .string()
-  .transform((value, ctx): string[] => {
-    const entries = value.split(',').map((e) => e.trim()).filter(Boolean);
-    for (const entry of entries) {
-      let origin: string | undefined;
-      try {
-        const url = new URL(entry);
-        origin = url.protocol === 'http:' || url.protocol === 'https:' ? url.origin : undefined;
-      } catch {
-        origin = undefined;
-      }
-      if (origin !== entry) {
-        ctx.addIssue({ code: 'custom', message: `${JSON.stringify(entry)} is not an origin as a browser sends it (scheme://host[:port], lower case, no path)${origin ? `; did you mean ${origin}?` : ''}` });
-        return z.NEVER;
-      }
+const corsOrigins = z.string().transform((value, ctx): string[] => {
+  const entries = value
+    .split(',')
+    .map((e) => e.trim())
+    .filter(Boolean);
+  for (const entry of entries) {
+    let origin: string | undefined;
+    try {
+      const url = new URL(entry);
+      origin = url.protocol === 'http:' || url.protocol === 'https:' ? url.origin : undefined;
+    } catch {
+      origin = undefined;
     }
-    return entries;
-  });
+    if (origin !== entry) {
+      ctx.addIssue({
+        code: 'custom',
+        message: `${JSON.stringify(entry)} is not an origin as a browser sends it (scheme://host[:port], lower case, no path)${origin ? `; did you mean ${origin}?` : ''}`,
+      });
+      return z.NEVER;
+    }
+  }
+  return entries;
+});
 
 const variables = z.object({
   PORT: int(0, 65535).default(3000),

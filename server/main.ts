@@ -27,7 +27,10 @@ async function main(): Promise<void> {
     },
     onWriteFailure: (err) =>
       err
-        ? log.error({ err: err.cause ?? err }, 'Writes are refused with 503 storage_unavailable: the database cannot store them (disk full or I/O error)')
+        ? log.error(
+            { err: err.cause ?? err },
+            'Writes are refused with 503 storage_unavailable: the database cannot store them (disk full or I/O error)',
+          )
         : log.info('Writes succeed again'),
     onDatabaseUnreachable: (err) =>
       err

@@ -33,7 +33,12 @@ export function servicePages(spec: OpenApiDocument, table: HandlerTable, ctx: Ap
 
   // Only the probes themselves take the async path: every other request passes by
   // without a promise.
-  const answer = async (operation: 'getHealth' | 'getReadiness', conformsTo: ValidateFunction, url: string, res: Parameters<RequestHandler>[1]) => {
+  const answer = async (
+    operation: 'getHealth' | 'getReadiness',
+    conformsTo: ValidateFunction,
+    url: string,
+    res: Parameters<RequestHandler>[1],
+  ) => {
     const input = { params: {}, query: {}, headers: {}, body: undefined, url } as never;
     const result = (await table[operation](input, ctx)) as { status: number; body?: unknown };
     if (ctx.config.validateResponses && (result.status !== 200 || !conformsTo(result.body))) {

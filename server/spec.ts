@@ -104,7 +104,13 @@ export function operationsOf(doc: { paths: Record<string, unknown> } & Record<st
   };
   // A YAML date (2026-01-15) may arrive as a Date; keep the text the spec author wrote.
   const text = (value: unknown) =>
-    value === undefined ? undefined : value instanceof Date ? value.toISOString() : typeof value === 'string' ? value : JSON.stringify(value);
+    value === undefined
+      ? undefined
+      : value instanceof Date
+        ? value.toISOString()
+        : typeof value === 'string'
+          ? value
+          : JSON.stringify(value);
 
   const table: Record<string, OperationEntry> = {};
   for (const [path, item] of Object.entries(doc.paths)) {

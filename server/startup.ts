@@ -34,7 +34,10 @@ export async function prepareStorageWhenReachable(
         );
       }
       pauseMs = Math.min(pauseMs, left);
-      log.warn({ attempt, reason, retryInMs: pauseMs, giveUpInMs: left }, `PostgreSQL does not answer (${reason}); trying again in ${pauseMs} ms`);
+      log.warn(
+        { attempt, reason, retryInMs: pauseMs, giveUpInMs: left },
+        `PostgreSQL does not answer (${reason}); trying again in ${pauseMs} ms`,
+      );
       await sleep(pauseMs);
       pauseMs = Math.min(pauseMs * 2, 5_000);
     }

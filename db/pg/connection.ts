@@ -14,9 +14,19 @@ export const connectTimeoutMs = 2_000;
 /** How often an unreachable server is tried again. */
 const probeEveryMs = 500;
 
-const connectionCodes = new Set(['ECONNREFUSED', 'ECONNRESET', 'ETIMEDOUT', 'EPIPE', 'EHOSTUNREACH', 'ENETUNREACH', 'ENOTFOUND', 'EAI_AGAIN']);
+const connectionCodes = new Set([
+  'ECONNREFUSED',
+  'ECONNRESET',
+  'ETIMEDOUT',
+  'EPIPE',
+  'EHOSTUNREACH',
+  'ENETUNREACH',
+  'ENOTFOUND',
+  'EAI_AGAIN',
+]);
 // node-postgres and pg-pool say these in words, without a code.
-const connectionMessages = /^(Connection terminated|timeout expired|timeout exceeded when trying to connect|Query read timeout|Client has encountered a connection error|Client was closed)/;
+const connectionMessages =
+  /^(Connection terminated|timeout expired|timeout exceeded when trying to connect|Query read timeout|Client has encountered a connection error|Client was closed)/;
 
 /**
  * Whether `error` (or what it wraps: drizzle wraps the driver's error as its cause) means
@@ -37,7 +47,8 @@ export const unreachable = (cause: unknown) =>
   new StorageUnavailable('unavailable', 'The database is not reachable; try again later', retryAfterSeconds, { cause });
 
 /** A connection-class error as StorageUnavailable; any other error as it is. */
-export const asUnavailable = (error: unknown): unknown => (isConnectionError(error) && !(error instanceof StorageUnavailable) ? unreachable(error) : error);
+export const asUnavailable = (error: unknown): unknown =>
+  isConnectionError(error) && !(error instanceof StorageUnavailable) ? unreachable(error) : error;
 
 /**
  * The pool, with a listener for every error it or one of its clients emits, so that none

@@ -71,9 +71,17 @@ function createQueries(db: Executor): Queries {
           .limit(page.limit)
       ).map(toApiKey),
     async revokeApiKey(accountId, keyId, at) {
-      const owned = first(await db.select({ id: apiKeys.id }).from(apiKeys).where(and(eq(apiKeys.id, keyId), eq(apiKeys.accountId, accountId))));
+      const owned = first(
+        await db
+          .select({ id: apiKeys.id })
+          .from(apiKeys)
+          .where(and(eq(apiKeys.id, keyId), eq(apiKeys.accountId, accountId))),
+      );
       if (!owned) return false;
-      await db.update(apiKeys).set({ revokedAt: at }).where(and(eq(apiKeys.id, keyId), isNull(apiKeys.revokedAt)));
+      await db
+        .update(apiKeys)
+        .set({ revokedAt: at })
+        .where(and(eq(apiKeys.id, keyId), isNull(apiKeys.revokedAt)));
       return true;
     },
     async touchApiKey(keyId, at) {
@@ -84,16 +92,21 @@ function createQueries(db: Executor): Queries {
         await db
           .select({ n: count() })
           .from(apiKeys)
-          .where(and(eq(apiKeys.accountId, accountId), isNull(apiKeys.revokedAt), or(isNull(apiKeys.expiresAt), gt(apiKeys.expiresAt, now)))),
+          .where(
+            and(eq(apiKeys.accountId, accountId), isNull(apiKeys.revokedAt), or(isNull(apiKeys.expiresAt), gt(apiKeys.expiresAt, now))),
+          ),
       )?.n ?? 0,
 
     listCategories: async (page) =>
-      (await db.select().from(categories).where(gt(categories.id, page.after)).orderBy(asc(categories.id)).limit(page.limit)).map(toCategory),
+      (await db.select().from(categories).where(gt(categories.id, page.after)).orderBy(asc(categories.id)).limit(page.limit)).map(
+        toCategory,
+      ),
     async findCategory(id) {
       const row = first(await db.select().from(categories).where(eq(categories.id, id)));
       return row ? toCategory(row) : null;
     },
-    lockCategory: async (id) => (await db.select({ id: categories.id }).from(categories).where(eq(categories.id, id)).for('update')).length > 0,
+    lockCategory: async (id) =>
+      (await db.select({ id: categories.id }).from(categories).where(eq(categories.id, id)).for('update')).length > 0,
     async insertCategory(input) {
       const [row] = await db.insert(categories).values(input).onConflictDoNothing({ target: categories.nameKey }).returning();
       return row ? toCategory(row) : 'taken';
@@ -110,14 +123,22 @@ function createQueries(db: Executor): Queries {
     async deleteCategory(id) {
       await db.delete(categories).where(eq(categories.id, id));
     },
-    petInCategory: async (categoryId) => first(await db.select({ id: pets.id }).from(pets).where(eq(pets.categoryId, categoryId)).limit(1))?.id ?? null,
+    petInCategory: async (categoryId) =>
+      first(await db.select({ id: pets.id }).from(pets).where(eq(pets.categoryId, categoryId)).limit(1))?.id ?? null,
 
     async listPets(filter, page) {
       const where: SQL[] = [gt(pets.id, page.after)];
       if (filter.status !== undefined) where.push(eq(pets.status, filter.status));
       if (filter.categoryId !== undefined) where.push(eq(pets.categoryId, filter.categoryId));
       if (filter.ids !== undefined) where.push(inArray(pets.id, filter.ids));
-      return (await db.select().from(pets).where(and(...where)).orderBy(asc(pets.id)).limit(page.limit)).map(toPet);
+      return (
+        await db
+          .select()
+          .from(pets)
+          .where(and(...where))
+          .orderBy(asc(pets.id))
+          .limit(page.limit)
+      ).map(toPet);
     },
     async findPet(id) {
       const row = first(await db.select().from(pets).where(eq(pets.id, id)));
@@ -170,19 +191,46 @@ function createQueries(db: Executor): Queries {
     async listOrders(viewer, filter, page) {
       const where = [...visibleTo(viewer), gt(orders.id, page.after)];
       if (filter.complete !== undefined) where.push(eq(orders.complete, filter.complete));
-      return (await db.select().from(orders).where(and(...where)).orderBy(asc(orders.id)).limit(page.limit)).map(toOrder);
+      return (
+        await db
+          .select()
+          .from(orders)
+          .where(and(...where))
+          .orderBy(asc(orders.id))
+          .limit(page.limit)
+      ).map(toOrder);
     },
     async findOrder(viewer, id) {
-      const row = first(await db.select().from(orders).where(and(eq(orders.id, id), ...visibleTo(viewer))));
+      const row = first(
+        await db
+          .select()
+          .from(orders)
+          .where(and(eq(orders.id, id), ...visibleTo(viewer))),
+      );
       return row ? toOrder(row) : null;
     },
-    insertOrder: async (input) => toOrder((await db.insert(orders).values({ ...input, complete: false }).returning())[0]!),
-    completeOrder: async (id, shipDate) => toOrder((await db.update(orders).set({ complete: true, shipDate }).where(eq(orders.id, id)).returning())[0]!),
+    insertOrder: async (input) =>
+      toOrder(
+        (
+          await db
+            .insert(orders)
+            .values({ ...input, complete: false })
+            .returning()
+        )[0]!,
+      ),
+    completeOrder: async (id, shipDate) =>
+      toOrder((await db.update(orders).set({ complete: true, shipDate }).where(eq(orders.id, id)).returning())[0]!),
     async deleteOrder(id) {
       await db.delete(orders).where(eq(orders.id, id));
     },
     openOrderOfPet: async (petId) =>
-      first(await db.select({ id: orders.id }).from(orders).where(and(eq(orders.petId, petId), eq(orders.complete, false))).limit(1))?.id ?? null,
+      first(
+        await db
+          .select({ id: orders.id })
+          .from(orders)
+          .where(and(eq(orders.petId, petId), eq(orders.complete, false)))
+          .limit(1),
+      )?.id ?? null,
 
     async lockIdempotencyKey(accountId, key) {
       // Two requests with one key on two instances: the second waits here, then replays.
@@ -206,15 +254,34 @@ function createQueries(db: Executor): Queries {
         .values({ accountId, key, ...record, createdAt })
         .onConflictDoUpdate({ target: [idempotencyKeys.accountId, idempotencyKeys.key], set: { ...record, createdAt } });
     },
-    purgeIdempotency: async (before) => (await db.delete(idempotencyKeys).where(sql`${idempotencyKeys.createdAt} < ${before}`)).rowCount ?? 0,
+    purgeIdempotency: async (before) =>
+      (await db.delete(idempotencyKeys).where(sql`${idempotencyKeys.createdAt} < ${before}`)).rowCount ?? 0,
 
-    insertMessage: async (input) => toMessage((await db.insert(messages).values({ ...input, status: 'queued' }).returning())[0]!),
+    insertMessage: async (input) =>
+      toMessage(
+        (
+          await db
+            .insert(messages)
+            .values({ ...input, status: 'queued' })
+            .returning()
+        )[0]!,
+      ),
     async findMessage(accountId, id) {
-      const row = first(await db.select().from(messages).where(and(eq(messages.id, id), eq(messages.accountId, accountId))));
+      const row = first(
+        await db
+          .select()
+          .from(messages)
+          .where(and(eq(messages.id, id), eq(messages.accountId, accountId))),
+      );
       return row ? toMessage(row) : null;
     },
     countQueuedMessages: async (accountId) =>
-      first(await db.select({ n: count() }).from(messages).where(and(eq(messages.accountId, accountId), eq(messages.status, 'queued'))))?.n ?? 0,
+      first(
+        await db
+          .select({ n: count() })
+          .from(messages)
+          .where(and(eq(messages.accountId, accountId), eq(messages.status, 'queued'))),
+      )?.n ?? 0,
     async deliverDue(createdBefore, sentAt, limit) {
       // SKIP LOCKED: workers on other instances take other rows instead of waiting, and a
       // row is claimed by exactly one of them.
@@ -307,7 +374,9 @@ export function createPgStorage(db: PgDb, { onAvailability = () => {} }: PgStora
   });
   const guarded = Object.fromEntries(
     Object.entries(storage).map(([name, value]) =>
-      typeof value === 'function' && name !== 'close' ? [name, (...args: unknown[]) => availability.guard(async () => (value as (...a: unknown[]) => unknown)(...args))] : [name, value],
+      typeof value === 'function' && name !== 'close'
+        ? [name, (...args: unknown[]) => availability.guard(async () => (value as (...a: unknown[]) => unknown)(...args))]
+        : [name, value],
     ),
   ) as unknown as Storage;
   return guardTransactions({
@@ -341,7 +410,10 @@ function createUnguardedStorage(db: PgDb, transaction: Storage['transaction']): 
       return row!;
     },
     async undoRateLimitHit(key) {
-      await db.update(rateLimits).set({ hits: sql`greatest(${rateLimits.hits} - 1, 0)` }).where(eq(rateLimits.key, key));
+      await db
+        .update(rateLimits)
+        .set({ hits: sql`greatest(${rateLimits.hits} - 1, 0)` })
+        .where(eq(rateLimits.key, key));
     },
     async resetRateLimit(key) {
       await db.delete(rateLimits).where(eq(rateLimits.key, key));
