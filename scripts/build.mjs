@@ -15,8 +15,25 @@ import { fileURLToPath } from 'node:url';
 
 const root = join(dirname(fileURLToPath(import.meta.url)), '..');
 const buildInfo = join(root, 'dist', '.tsbuildinfo');
-const sources = ['server', 'handlers', 'db', 'domain', 'generated', 'tsconfig.json', 'tsconfig.build.json', 'package-lock.json'];
-const assets = ['generated/openapi.json', 'db/migrations', 'db/pg/migrations', 'db/checkpoint-worker.cjs', 'server/docs-assets'];
+const sources = [
+  'openapi.yaml',
+  'server',
+  'handlers',
+  'db',
+  'domain',
+  'generated',
+  'tsconfig.json',
+  'tsconfig.build.json',
+  'package-lock.json',
+];
+const assets = [
+  'openapi.yaml',
+  'generated/openapi.json',
+  'db/migrations',
+  'db/pg/migrations',
+  'db/checkpoint-worker.cjs',
+  'server/docs-assets',
+];
 
 /** The newest modification time under `path` (a file or a folder), in ms. */
 function newest(path) {

@@ -27,7 +27,7 @@ import { createRateLimitStore } from './rate-limit-store';
 import { requestId } from './request-id';
 import { servicePages } from './service-pages';
 import { createSecurityHandlers } from './security';
-import { loadSpec, operationsOf, specRouter, type OpenApiDocument } from './spec';
+import { loadSpec, loadSpecYaml, operationsOf, specRouter, type OpenApiDocument } from './spec';
 
 export interface AppOptions {
   /** The database behind the storage port (db/open.ts). */
@@ -50,12 +50,13 @@ export function createApp({
   storage: given,
   db,
   config,
-  spec = loadSpec(),
+  spec: givenSpec,
   log,
   handlers,
   rateLimitStores,
   lifecycle = createLifecycle(),
 }: AppOptions): Express {
+  const spec = givenSpec ?? loadSpec();
   const logger = log ?? createLogger(config.logLevel);
   const storage = given ?? (db ? createSqliteStorage(db) : undefined);
   if (!storage) throw new Error('createApp needs a storage (or a SQLite db)');
@@ -105,7 +106,7 @@ export function createApp({
   };
   // The contract and /docs, before the validator, which answers 404 for any path the
   // spec does not declare. Their routers are entered only for their own paths.
-  const contract = specRouter(spec);
+  const contract = specRouter(spec, givenSpec ? undefined : loadSpecYaml);
   const docs = createDocsRouter(spec);
   const contractAndDocs: RequestHandler = (req, res, next) => {
     const path = req.path;

@@ -1,7 +1,6 @@
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { Router } from 'express';
-import { stringify } from 'yaml';
 
 export type OpenApiDocument = {
   paths: Record<string, Record<string, { operationId?: string } & Record<string, unknown>>>;
@@ -15,14 +14,23 @@ export function loadSpec(): OpenApiDocument {
   return JSON.parse(readFileSync(join(__dirname, '..', 'generated', 'openapi.json'), 'utf8')) as OpenApiDocument;
 }
 
-/** /openapi.yaml and /openapi.json: the contract this instance serves, with no key needed. */
-export function specRouter(spec: OpenApiDocument): Router {
+/** openapi.yaml as written, comments and all (`npm run build` copies it beside dist/). */
+export function loadSpecYaml(): string {
+  return readFileSync(join(__dirname, '..', 'openapi.yaml'), 'utf8');
+}
+
+/**
+ * /openapi.yaml and /openapi.json: the contract this instance serves, with no key needed.
+ * `readYaml` gives openapi.yaml itself; a spec given in code (tests) is served as its JSON
+ * text, which is YAML too. Both are read on first request, not at start-up.
+ */
+export function specRouter(spec: OpenApiDocument, readYaml?: () => string): Router {
   const router = Router({ caseSensitive: true, strict: true });
-  // Rendered on first request, not at start-up (YAML rendering is slow).
   let json: string | undefined;
   let yamlText: string | undefined;
-  router.get('/openapi.json', (_req, res) => void res.type('application/json').send((json ??= JSON.stringify(spec, null, 2))));
-  router.get('/openapi.yaml', (_req, res) => void res.type('application/yaml').send((yamlText ??= stringify(spec))));
+  const jsonText = () => (json ??= JSON.stringify(spec, null, 2));
+  router.get('/openapi.json', (_req, res) => void res.type('application/json').send(jsonText()));
+  router.get('/openapi.yaml', (_req, res) => void res.type('application/yaml').send((yamlText ??= readYaml ? readYaml() : jsonText())));
   return router;
 }
 
