@@ -11,6 +11,7 @@ import { startDeliveryWorker, type DeliveryWorker } from './delivery-worker';
 import { createHttpServer, createLifecycle } from './http-server';
 import { createLogger, type Logger } from './log';
 import { prepareStorageWhenReachable, StartupError } from './startup';
+import { startTracing } from './tracing';
 
 async function main(): Promise<void> {
   const config = loadConfig();
@@ -39,7 +40,8 @@ async function main(): Promise<void> {
   };
   const storage = cluster.isWorker ? openStorage(config, service) : await prepareMigratedStorage(config, log, service);
   const lifecycle = createLifecycle();
-  const app = createApp({ storage, config, log, lifecycle });
+  const tracing = config.tracing ? await startTracing(log) : undefined;
+  const app = createApp({ storage, config, log, lifecycle, tracing });
   const http = createHttpServer(app, config, lifecycle, log);
   const { server } = http;
 
@@ -66,6 +68,8 @@ async function main(): Promise<void> {
       // The worker writes to the database, so it stops first.
       await worker?.stop();
       await storage.close();
+      // The spans of the last requests, which the exporter still holds.
+      await tracing?.shutdown().catch((err: unknown) => log.warn({ err }, 'Could not export the last spans'));
       log.info('Stopped');
     } finally {
       log.flush();
