@@ -4,11 +4,12 @@
 // `traceparent`, storage spans under it, and the same ids in the request's access line.
 import { randomBytes } from 'node:crypto';
 import { mkdtempSync, rmSync } from 'node:fs';
-import { createServer, type Server } from 'node:http';
+import { createServer, get, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { eventually, startServer, type ServerProcess } from '../scripts/server-process';
+import { createPgDatabase, testDatabaseUrl } from './helpers';
 
 interface ReceivedSpan {
   traceId: string;
@@ -19,6 +20,8 @@ interface ReceivedSpan {
   kind: number;
   attributes: Record<string, unknown>;
   service: unknown;
+  /** The process that exported it (the resource's `process.pid`). */
+  pid: unknown;
 }
 
 /** An OTLP/HTTP trace receiver on 127.0.0.1: every span of every export, decoded. */
@@ -67,8 +70,9 @@ function fromJson(body: Buffer): ReceivedSpan[] {
       }>;
     }>;
   };
-  return request.resourceSpans.flatMap((rs) =>
-    rs.scopeSpans.flatMap((ss) =>
+  return request.resourceSpans.flatMap((rs) => {
+    const resource = jsonAttributes(rs.resource?.attributes);
+    return rs.scopeSpans.flatMap((ss) =>
       ss.spans.map((s) => ({
         traceId: s.traceId,
         spanId: s.spanId,
@@ -76,10 +80,11 @@ function fromJson(body: Buffer): ReceivedSpan[] {
         name: s.name,
         kind: s.kind,
         attributes: jsonAttributes(s.attributes),
-        service: jsonAttributes(rs.resource?.attributes)['service.name'],
+        service: resource['service.name'],
+        pid: resource['process.pid'],
       })),
-    ),
-  );
+    );
+  });
 }
 
 /** The protobuf wire format's fields of one message: [field number, value]. */
@@ -140,8 +145,8 @@ function protobufAttributes(list: Buffer[]): Record<string, unknown> {
 /** opentelemetry-proto's trace service, by field number: ExportTraceServiceRequest, ResourceSpans, ScopeSpans, Span. */
 function fromProtobuf(body: Buffer): ReceivedSpan[] {
   return messages(body, 1).flatMap((resourceSpans) => {
-    const resource = one(resourceSpans, 1);
-    const service = Buffer.isBuffer(resource) ? protobufAttributes(messages(resource, 1))['service.name'] : undefined;
+    const found = one(resourceSpans, 1);
+    const resource = Buffer.isBuffer(found) ? protobufAttributes(messages(found, 1)) : {};
     return messages(resourceSpans, 2).flatMap((scopeSpans) =>
       messages(scopeSpans, 2).map((span) => ({
         traceId: (one(span, 1) as Buffer).toString('hex'),
@@ -150,7 +155,8 @@ function fromProtobuf(body: Buffer): ReceivedSpan[] {
         name: (one(span, 5) as Buffer).toString('utf8'),
         kind: Number(one(span, 6)),
         attributes: protobufAttributes(messages(span, 9)),
-        service,
+        service: resource['service.name'],
+        pid: resource['process.pid'],
       })),
     );
   });
@@ -202,14 +208,29 @@ const accessLines = (server: ServerProcess, operationId: string) =>
     .map((line) => JSON.parse(line) as Record<string, unknown>)
     .filter((line) => line.msg === 'request' && line.operationId === operationId);
 
+/** One GET on a connection of its own, so that the cluster hands it to any worker. */
+const getOnNewConnection = (url: string, auth: string) =>
+  new Promise<number>((resolve, reject) => {
+    get(url, { agent: false, headers: { Authorization: auth } }, (res) => {
+      res.resume();
+      res.on('end', () => resolve(res.statusCode ?? 0));
+    }).on('error', reject);
+  });
+
 describe('OpenTelemetry traces over OTLP/HTTP', () => {
   const dir = mkdtempSync(join(tmpdir(), 'petstore-tracing-'));
   afterAll(() => rmSync(dir, { recursive: true, force: true }));
+  /** A new database for one service: a SQLite file, or on TEST_DATABASE_URL's server. */
+  const database = async (name: string): Promise<Record<string, string>> =>
+    testDatabaseUrl
+      ? { DATABASE_URL: await createPgDatabase(testDatabaseUrl, `petstore_tracing_${name}_${randomBytes(4).toString('hex')}`) }
+      : { DATABASE_PATH: join(dir, `${name}.db`) };
+  const engine = testDatabaseUrl ? 'postgresql' : 'sqlite';
 
   it('http/json: a server span per request named by its operationId, under the caller, with storage spans under it and its ids in the access line', async () => {
     const receiver = await startReceiver();
     const server = await startServer({
-      DATABASE_PATH: join(dir, 'json.db'),
+      ...(await database('json')),
       OTEL_EXPORTER_OTLP_ENDPOINT: receiver.url,
       OTEL_EXPORTER_OTLP_PROTOCOL: 'http/json',
       OTEL_SERVICE_NAME: 'petstore-under-test',
@@ -245,7 +266,7 @@ describe('OpenTelemetry traces over OTLP/HTTP', () => {
       // Storage work under the server span: the pet read, and the order's transaction with its statements under it.
       const storageOf = (parent: ReceivedSpan) => spans.filter((s) => s.parentSpanId === parent.spanId && s.name.startsWith('storage.'));
       expect(storageOf(getPet).map((s) => s.name)).toContain('storage.findPet');
-      expect(storageOf(getPet).every((s) => s.traceId === read.traceId && s.attributes['db.system.name'] === 'sqlite')).toBe(true);
+      expect(storageOf(getPet).every((s) => s.traceId === read.traceId && s.attributes['db.system.name'] === engine)).toBe(true);
       expect(transaction.parentSpanId).toBe(placeOrder.spanId);
       expect(storageOf(transaction).map((s) => s.name)).toContain('storage.lockStock');
 
@@ -266,7 +287,7 @@ describe('OpenTelemetry traces over OTLP/HTTP', () => {
   it('http/protobuf: the spans still buffered are exported when the service stops', async () => {
     const receiver = await startReceiver();
     const server = await startServer({
-      DATABASE_PATH: join(dir, 'protobuf.db'),
+      ...(await database('protobuf')),
       OTEL_EXPORTER_OTLP_TRACES_ENDPOINT: `${receiver.url}/v1/traces`,
       OTEL_EXPORTER_OTLP_PROTOCOL: 'http/protobuf',
       // Far beyond the test: only the flush at shutdown can send them.
@@ -295,8 +316,33 @@ describe('OpenTelemetry traces over OTLP/HTTP', () => {
     }
   });
 
+  it('with WEB_CONCURRENCY, each worker exports its own spans', async () => {
+    const receiver = await startReceiver();
+    const server = await startServer({
+      ...(await database('cluster')),
+      WEB_CONCURRENCY: '2',
+      OTEL_EXPORTER_OTLP_ENDPOINT: receiver.url,
+      OTEL_EXPORTER_OTLP_PROTOCOL: 'http/json',
+      OTEL_BSP_SCHEDULE_DELAY: '50',
+    });
+    try {
+      const key = await customer(server);
+      // New connections are dealt to the workers in turn.
+      for (let i = 0; i < 8; i++) expect(await getOnNewConnection(`${server.url}/pets/1`, key)).toBe(200);
+      const pids = await eventually(() => {
+        const found = new Set(receiver.spans.filter((s) => s.name === 'getPetById').map((s) => s.pid));
+        return found.size === 2 ? found : undefined;
+      });
+      // The primary serves nothing and traces nothing.
+      expect([...pids].every((pid) => typeof pid === 'number' && pid !== server.child.pid)).toBe(true);
+    } finally {
+      await server.stop();
+      await receiver.close();
+    }
+  });
+
   it('is off without the OTEL_* variables: no trace ids in the access lines', async () => {
-    const server = await startServer({ DATABASE_PATH: join(dir, 'off.db') });
+    const server = await startServer(await database('off'));
     try {
       const key = await customer(server);
       expect((await call(server, 'GET', '/pets/1', { auth: key, traceparent: callerSpan().traceparent })).status).toBe(200);
