@@ -11,7 +11,10 @@ import { startDeliveryWorker, type DeliveryWorker } from './delivery-worker';
 import { createHttpServer, createLifecycle } from './http-server';
 import { createLogger, type Logger } from './log';
 import { prepareStorageWhenReachable, StartupError } from './startup';
-import { startTracing } from './tracing';
+
+// OpenTelemetry is loaded only when tracing is on: its SDK took about a second to load.
+// eslint-disable-next-line @typescript-eslint/no-require-imports -- loaded on demand, as said above
+const tracingModule = (): typeof import('./tracing') => require('./tracing') as typeof import('./tracing');
 
 async function main(): Promise<void> {
   const config = loadConfig();
@@ -40,7 +43,7 @@ async function main(): Promise<void> {
   };
   const storage = cluster.isWorker ? openStorage(config, service) : await prepareMigratedStorage(config, log, service);
   const lifecycle = createLifecycle();
-  const tracing = config.tracing ? await startTracing(log) : undefined;
+  const tracing = config.tracing ? tracingModule().startTracing(log) : undefined;
   const app = createApp({ storage, config, log, lifecycle, tracing });
   const http = createHttpServer(app, config, lifecycle, log);
   const { server } = http;

@@ -2,10 +2,11 @@
 // "Tracing"). The SDK (NodeSDK) reads those variables itself: exporter, protocol, endpoint,
 // headers, service name, sampler, batching. No instrumentation library: they patch http,
 // express and pg as they load; the spans are made here instead, where the service knows the
-// operation. Off, none of this is in the request path: createApp adds the middleware and
-// wraps the storage only when given a Tracing.
+// operation. Off, none of this is loaded or in the request path: createApp adds the
+// middleware and wraps the storage only when given a Tracing.
 import type { RequestHandler } from 'express';
 import { context, propagation, ROOT_CONTEXT, SpanKind, SpanStatusCode, trace, type Tracer } from '@opentelemetry/api';
+import { NodeSDK, resources } from '@opentelemetry/sdk-node';
 import type { Queries, Storage } from '../domain/storage';
 import { isProbe, type Logger } from './log';
 import './request-context';
@@ -21,10 +22,11 @@ export interface Tracing {
 
 const scope = 'petstore-service';
 
-/** Starts the SDK from the environment; each worker of a cluster exports its own spans. */
-export async function startTracing(log: Logger): Promise<Tracing> {
-  // Loaded only here, so that a service without tracing loads none of the SDK.
-  const { NodeSDK, resources } = await import('@opentelemetry/sdk-node');
+/**
+ * Starts the SDK from the environment; each worker of a cluster exports its own spans.
+ * server/main.ts imports this module only when tracing is on.
+ */
+export function startTracing(log: Logger): Tracing {
   const sdk = new NodeSDK({
     // A name until OTEL_SERVICE_NAME or OTEL_RESOURCE_ATTRIBUTES gives one (detected
     // attributes override these).
