@@ -7,6 +7,7 @@
 import type { RequestHandler } from 'express';
 import { context, propagation, ROOT_CONTEXT, SpanKind, SpanStatusCode, trace, type Tracer } from '@opentelemetry/api';
 import { NodeSDK, resources } from '@opentelemetry/sdk-node';
+import type { SpanProcessor } from '@opentelemetry/sdk-trace-base';
 import type { Queries, Storage } from '../domain/storage';
 import { isProbe, type Logger } from './log';
 import './request-context';
@@ -24,9 +25,10 @@ const scope = 'petstore-service';
 
 /**
  * Starts the SDK from the environment; each worker of a cluster exports its own spans.
- * server/main.ts imports this module only when tracing is on.
+ * server/main.ts imports this module only when tracing is on. Tests may pass the span
+ * processors, which replace the exporter the environment names.
  */
-export function startTracing(log: Logger): Tracing {
+export function startTracing(log: Logger, options: { spanProcessors?: SpanProcessor[] } = {}): Tracing {
   const sdk = new NodeSDK({
     // A name until OTEL_SERVICE_NAME or OTEL_RESOURCE_ATTRIBUTES gives one (detected
     // attributes override these).
@@ -35,6 +37,7 @@ export function startTracing(log: Logger): Tracing {
     metricReaders: [],
     logRecordProcessors: [],
     instrumentations: [],
+    ...options,
   });
   sdk.start();
   log.info('OpenTelemetry tracing is on');
@@ -64,7 +67,10 @@ export function serverSpans(tracer: Tracer): RequestHandler {
       span.updateName(req.openapi?.schema.operationId ?? method);
       if (route) span.setAttribute('http.route', route);
       span.setAttribute('http.response.status_code', status);
-      if (status >= 500) span.setStatus({ code: SpanStatusCode.ERROR });
+      if (status >= 500) {
+        span.setStatus({ code: SpanStatusCode.ERROR });
+        span.setAttribute('error.type', String(status));
+      }
       // The client went before its answer was written.
       if (!res.writableFinished) span.setAttribute('error.type', 'aborted');
       span.end();
