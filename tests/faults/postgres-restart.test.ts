@@ -3,12 +3,9 @@
 // 503 `unavailable` at once while the database is gone, serves again without a restart
 // when it is back, and nothing it acknowledged is missing.
 import { Client } from 'pg';
-import { createPgStorage, migratePg, openPgDatabase } from '../../db/pg/storage';
-import { createStore } from '../../domain/store';
-import { registerAccount } from '../../handlers/accounts';
 import { eventually, startServer, type ServerProcess } from '../../scripts/server-process';
-import { adminEmail, call, loadEnv, password, setUp, type Reply } from '../write-load';
-import { startPostgres, type ThrowawayPostgres } from './postgres';
+import { call, loadEnv, setUp, type Reply } from '../write-load';
+import { createAdminDatabase, startPostgres, type ThrowawayPostgres } from './postgres';
 
 let pg: ThrowawayPostgres | undefined;
 let server: ServerProcess | undefined;
@@ -41,14 +38,7 @@ async function sqlOn(url: string, text: string): Promise<number> {
 
 it('answers 503 unavailable at once while PostgreSQL is down, serves again when it returns, and loses nothing acknowledged', async () => {
   pg = await startPostgres();
-  const url = await pg.createDatabase('petstore_restart');
-  {
-    const db = openPgDatabase(url, 2);
-    await migratePg(db);
-    const storage = createPgStorage(db);
-    await registerAccount(createStore(storage), { email: adminEmail, password, role: 'admin' });
-    await storage.close();
-  }
+  const url = await createAdminDatabase(pg, 'petstore_restart');
   // Messages are delivered as soon as they are queued: the delivery worker runs through the outage too.
   server = await startServer({ ...loadEnv, DATABASE_URL: url, MESSAGE_DELIVERY_DELAY_MS: '0' }, 60_000);
   const base = server.url;

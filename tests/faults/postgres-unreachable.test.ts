@@ -4,12 +4,9 @@
 // it refuses at once until the probe reaches it again. A TCP proxy in this process stands
 // for the network: forwarding, or accepting connections and never answering.
 import { createConnection, createServer, type Socket } from 'node:net';
-import { createPgStorage, migratePg, openPgDatabase } from '../../db/pg/storage';
-import { createStore } from '../../domain/store';
-import { registerAccount } from '../../handlers/accounts';
 import { eventually, startServer, type ServerProcess } from '../../scripts/server-process';
-import { adminEmail, call, loadEnv, password, setUp } from '../write-load';
-import { startPostgres, type ThrowawayPostgres } from './postgres';
+import { call, loadEnv, setUp } from '../write-load';
+import { createAdminDatabase, startPostgres, type ThrowawayPostgres } from './postgres';
 
 let pg: ThrowawayPostgres | undefined;
 let server: ServerProcess | undefined;
@@ -36,14 +33,7 @@ afterAll(async () => {
 
 it('refuses at once, not after a connection timeout each, while PostgreSQL cannot be reached, and serves again after', async () => {
   pg = await startPostgres();
-  const direct = await pg.createDatabase('petstore_unreachable');
-  {
-    const db = openPgDatabase(direct, 2);
-    await migratePg(db);
-    const storage = createPgStorage(db);
-    await registerAccount(createStore(storage), { email: adminEmail, password, role: 'admin' });
-    await storage.close();
-  }
+  const direct = await createAdminDatabase(pg, 'petstore_unreachable');
   await new Promise<void>((resolve) => proxy.listen(0, '127.0.0.1', resolve));
   const address = proxy.address();
   const viaProxy = new URL(direct);

@@ -9,6 +9,10 @@ import { tmpdir, userInfo } from 'node:os';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
 import { Client } from 'pg';
+import { createPgStorage, migratePg, openPgDatabase } from '../../db/pg/storage';
+import { createStore } from '../../domain/store';
+import { registerAccount } from '../../handlers/accounts';
+import { adminEmail, password } from '../write-load';
 
 const run = promisify(execFile);
 
@@ -88,4 +92,18 @@ export async function startPostgres(): Promise<ThrowawayPostgres> {
       rmSync(dir, { recursive: true, force: true });
     },
   };
+}
+
+/** A new database on `pg`, migrated, with the load helpers' admin account (tests/write-load.ts) in it. */
+export async function createAdminDatabase(pg: ThrowawayPostgres, name: string): Promise<string> {
+  const url = await pg.createDatabase(name);
+  const db = openPgDatabase(url, 2);
+  await migratePg(db);
+  const storage = createPgStorage(db);
+  try {
+    await registerAccount(createStore(storage), { email: adminEmail, password, role: 'admin' });
+  } finally {
+    await storage.close();
+  }
+  return url;
 }
