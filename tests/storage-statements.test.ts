@@ -1,10 +1,13 @@
 // What placing an order asks of the storage, on the engine the suite runs on, and on
 // PostgreSQL what reaches the server: the hot paths run named prepared statements (parsed
 // and planned once per connection), and an order is written in one statement under the
-// stock row's lock (db/pg/storage.ts).
+// stock row's lock (db/pg/storage.ts); and the pool holds DATABASE_POOL_SIZE connections.
+import { randomBytes } from 'node:crypto';
 import { Client } from 'pg';
+import { prepareStorage } from '../db/open';
 import { createStore } from '../domain/store';
-import { testDatabaseUrl, testStorage } from './helpers';
+import { loadConfig } from '../server/config';
+import { createPgDatabase, testDatabaseUrl, testStorage } from './helpers';
 
 describe('placing an order through the storage port', () => {
   const { storage, query } = testStorage();
@@ -45,6 +48,7 @@ describe('placing an order through the storage port', () => {
   });
 
   if (testDatabaseUrl) {
+    const adminUrl = testDatabaseUrl;
     describe('on PostgreSQL', () => {
       const spy = jest.spyOn(Client.prototype, 'query');
       afterAll(() => spy.mockRestore());
@@ -68,6 +72,19 @@ describe('placing an order through the storage port', () => {
         await storage.findKeyOwner('no such hash');
         await storage.findPet(petId);
         expect(sent(from)).toEqual(['find_key_owner', 'find_pet']);
+      });
+
+      it('opens at most DATABASE_POOL_SIZE connections, however many calls wait', async () => {
+        const name = `petstore_pool_${randomBytes(6).toString('hex')}`;
+        const config = loadConfig({ DATABASE_URL: await createPgDatabase(adminUrl, name), DATABASE_POOL_SIZE: '2' });
+        const pooled = (await prepareStorage({ ...config, seedDemoData: false })).storage;
+        try {
+          await Promise.all(Array.from({ length: 12 }, async () => pooled.findPet(1)));
+          const [row] = await query('select count(*)::int as n from pg_stat_activity where datname = ?', name);
+          expect(row?.n).toBe(2);
+        } finally {
+          await pooled.close();
+        }
       });
     });
   }
