@@ -505,7 +505,9 @@ export function createQueries(db: Db): Queries {
       const row = orderById(isCustomer(viewer)).get({ id, accountId: viewer.accountId });
       return row ? toOrder(row) : null;
     },
-    insertOrder(input) {
+    insertOrder(input, pet) {
+      setStock().run({ petId: input.petId, quantity: pet.stockLeft });
+      if (pet.status !== null) setPetStatus().run({ id: input.petId, status: pet.status });
       const { lastInsertRowid } = insertOrder().run(input);
       return toOrder({ ...input, id: Number(lastInsertRowid), complete: false, shipDate: null });
     },

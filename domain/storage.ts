@@ -95,7 +95,15 @@ export interface Queries {
 
   listOrders(viewer: Principal, filter: { complete?: boolean | undefined }, page: Page): Awaitable<Order[]>;
   findOrder(viewer: Principal, id: number): Awaitable<Order | null>;
-  insertOrder(input: { accountId: number; petId: number; quantity: number; createdAt: string }): Awaitable<Order>;
+  /**
+   * Inserts the order and writes what placing it decided for its pet, whose stock row the
+   * transaction has locked: the stock left and, when it changes, the status (null: kept).
+   * One statement on PostgreSQL.
+   */
+  insertOrder(
+    input: { accountId: number; petId: number; quantity: number; createdAt: string },
+    pet: { stockLeft: number; status: PetStatus | null },
+  ): Awaitable<Order>;
   completeOrder(id: number, shipDate: string): Awaitable<Order>;
   deleteOrder(id: number): Awaitable<void>;
   /** Some incomplete order of the pet, or null. */

@@ -101,6 +101,8 @@ const variables = z.object({
     .optional(),
   // How long start-up waits for PostgreSQL to answer before giving up (README "Deployment").
   DATABASE_STARTUP_TIMEOUT_S: int(0, 3_600).default(60),
+  // Connections each process keeps to PostgreSQL (docs/deployment.md).
+  DATABASE_POOL_SIZE: int(1, 1_000).default(10),
   WEB_CONCURRENCY: int(1, 64).default(1),
   RATE_LIMIT_PER_MINUTE: int(1, 1_000_000).default(600),
   RATE_LIMIT_PER_ADDRESS_PER_MINUTE: int(1, 10_000_000).optional(),
@@ -147,6 +149,8 @@ const schema = variables
     databaseUrl: e.DATABASE_URL,
     /** Start-up retries an unreachable PostgreSQL for this long, then exits 1. */
     databaseStartupTimeoutMs: e.DATABASE_STARTUP_TIMEOUT_S * 1000,
+    /** Connections in this process's PostgreSQL pool. */
+    databasePoolSize: e.DATABASE_POOL_SIZE,
     /** Worker processes sharing the port (server/cluster.ts). */
     webConcurrency: e.WEB_CONCURRENCY,
     /** Requests a minute per account, counted after authentication. */

@@ -9,6 +9,7 @@ describe('configuration', () => {
       databasePath: './data/petstore.db',
       rateLimitPerMinute: 600,
       rateLimitPerAddressPerMinute: 600,
+      databasePoolSize: 10,
       maxConnections: 1000,
       headersTimeoutMs: 10_000,
       requestTimeoutMs: 30_000,
@@ -16,6 +17,11 @@ describe('configuration', () => {
       trustProxy: false,
       bodyLimitBytes: 64 * 1024,
     });
+  });
+
+  it('sizes the PostgreSQL pool from DATABASE_POOL_SIZE, at least one connection', () => {
+    expect(loadConfig({ DATABASE_POOL_SIZE: '4' }).databasePoolSize).toBe(4);
+    expect(() => loadConfig({ DATABASE_POOL_SIZE: '0' })).toThrow(/DATABASE_POOL_SIZE/);
   });
 
   it('fails fast naming each bad variable', () => {
