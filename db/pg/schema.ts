@@ -133,9 +133,11 @@ export const messages = pgTable(
   ],
 );
 
-// Shared rate-limit counters: one row per client key and window, so N instances count once.
+// Shared rate-limit budgets: one row per client key and window, so N instances count once;
+// `hits` counts the requests granted to instances' leases, `granted` the last lease.
 export const rateLimits = pgTable('rate_limits', {
   key: text('key').primaryKey(),
   hits: integer('hits').notNull(),
   resetAt: bigint('reset_at', { mode: 'number' }).notNull(),
+  granted: integer('granted').notNull().default(0),
 });
