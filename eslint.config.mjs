@@ -6,7 +6,7 @@ import tseslint from 'typescript-eslint';
 
 export default tseslint.config(
   // generated/ and client/openapi.ts are written by `npm run generate` and checked by `generate:check`.
-  { ignores: ['node_modules/', 'generated/', 'client/openapi.ts', 'data/', 'coverage/'] },
+  { ignores: ['node_modules/', 'generated/', 'client/openapi.ts', 'data/', 'coverage/', 'dist/'] },
   js.configs.recommended,
   tseslint.configs.recommendedTypeChecked,
   {
@@ -33,7 +33,14 @@ export default tseslint.config(
     rules: {
       'no-restricted-imports': [
         'error',
-        { patterns: [{ group: ['**/server/**', '**/db/**', '**/handlers/**', 'express', 'pg', 'better-sqlite3', 'drizzle-orm*'], message: 'domain/ knows neither HTTP nor a database: it works over the storage port (domain/storage.ts).' }] },
+        {
+          patterns: [
+            {
+              group: ['**/server/**', '**/db/**', '**/handlers/**', 'express', 'pg', 'better-sqlite3', 'drizzle-orm*'],
+              message: 'domain/ knows neither HTTP nor a database: it works over the storage port (domain/storage.ts).',
+            },
+          ],
+        },
       ],
     },
   },
@@ -42,7 +49,24 @@ export default tseslint.config(
     rules: {
       'no-restricted-imports': [
         'error',
-        { patterns: [{ group: ['**/db/**', '**/domain/storage', 'pg', 'better-sqlite3', 'drizzle-orm*'], message: 'Handlers call the domain (ctx.repos), not the storage or a database.' }] },
+        {
+          patterns: [
+            {
+              group: ['**/db/**', '**/domain/storage', 'pg', 'better-sqlite3', 'drizzle-orm*'],
+              message: 'Handlers call the domain (ctx.repos), not the storage or a database.',
+            },
+          ],
+        },
+      ],
+    },
+  },
+  {
+    // contract/ ships to CI jobs and scripts/ to operators: neither may depend on the suite's helpers.
+    files: ['contract/**', 'scripts/**'],
+    rules: {
+      'no-restricted-imports': [
+        'error',
+        { patterns: [{ group: ['**/tests/**'], message: 'contract/ and scripts/ import no test helpers (docs/layout.md).' }] },
       ],
     },
   },
@@ -78,9 +102,8 @@ export default tseslint.config(
     languageOptions: { sourceType: 'commonjs', globals: { module: 'writable' } },
   },
   {
-    // `npm start`'s CommonJS loader hook and its cache writer: plain Node, so they run
-    // before any TypeScript; the checkpoint thread's body, plain so a worker runs it as it is.
-    files: ['server/register-ts.cjs', 'server/start-cache.cjs', 'db/checkpoint-worker.cjs'],
+    // The checkpoint thread's body: plain CommonJS, so a worker runs it as it is.
+    files: ['db/checkpoint-worker.cjs'],
     languageOptions: {
       sourceType: 'commonjs',
       globals: { require: 'readonly', process: 'readonly', __dirname: 'readonly', setInterval: 'readonly', clearInterval: 'readonly' },

@@ -7,5 +7,6 @@ module.exports = {
   testEnvironment: 'node',
   roots: ['<rootDir>/tests/faults'],
   testMatch: ['**/*.test.ts'],
+  globalSetup: '<rootDir>/tests/global-setup.ts',
   testTimeout: 120_000,
 };

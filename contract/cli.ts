@@ -142,7 +142,9 @@ async function main(): Promise<number> {
     if (values['via-prism']) {
       const prism = await startPrism(values.spec ?? defaultSpecPath, baseUrl);
       services.push(prism);
-      console.log(`Stoplight Prism validates every answer, proxying ${prism.baseUrl} to ${baseUrl} (bodies that are not JSON go straight to the service)`);
+      console.log(
+        `Stoplight Prism validates every answer, proxying ${prism.baseUrl} to ${baseUrl} (bodies that are not JSON go straight to the service)`,
+      );
       client = new PrismRoutedClient(prism.baseUrl, client);
     }
     console.log(`Contract: ${values.spec ?? 'openapi.yaml'} (${contract.operations.length} operations); seed ${seed}; runs ${runs}`);
@@ -158,7 +160,9 @@ async function main(): Promise<number> {
       onExchange: (ex) => {
         if (values.verbose) {
           const body = ex.request.body === undefined ? '' : ` ${ex.request.body.slice(0, 160)}`;
-          console.log(`  ${ex.response.status} ${ex.opId} [${ex.label}] ${ex.request.method} ${ex.request.path}${body} -> ${ex.response.text.slice(0, 160)}`);
+          console.log(
+            `  ${ex.response.status} ${ex.opId} [${ex.label}] ${ex.request.method} ${ex.request.path}${body} -> ${ex.response.text.slice(0, 160)}`,
+          );
         }
         if (ex.failures.length > 0 && streamed++ < 3) console.log(`\n${formatFailure(ex, reproduce)}\n`);
         for (const violation of responseViolations(ex.response.headers)) {
@@ -186,7 +190,7 @@ async function main(): Promise<number> {
 main().then(
   (code) => process.exit(code),
   (error: unknown) => {
-    console.error(error instanceof Error ? error.stack ?? error.message : error);
+    console.error(error instanceof Error ? (error.stack ?? error.message) : error);
     process.exit(2);
   },
 );

@@ -13,11 +13,20 @@ export function coverage(run: Run): CoverageRow[] {
   for (const op of run.contract.operations) {
     for (const status of op.responses.keys()) {
       if (status === 'default') continue;
-      const count = [...seen.entries()].filter(([k]) => {
-        const [id, s] = [k.slice(0, k.lastIndexOf(' ')), k.slice(k.lastIndexOf(' ') + 1)];
-        return id === op.id && (s === status || (status.endsWith('XX') && s[0] === status[0]));
-      }).reduce((n, [, c]) => n + c, 0);
-      rows.push({ opId: op.id, method: op.method.toUpperCase(), path: op.path, status, seen: count, unreachable: count > 0 ? undefined : reason(run, op, status) });
+      const count = [...seen.entries()]
+        .filter(([k]) => {
+          const [id, s] = [k.slice(0, k.lastIndexOf(' ')), k.slice(k.lastIndexOf(' ') + 1)];
+          return id === op.id && (s === status || (status.endsWith('XX') && s[0] === status[0]));
+        })
+        .reduce((n, [, c]) => n + c, 0);
+      rows.push({
+        opId: op.id,
+        method: op.method.toUpperCase(),
+        path: op.path,
+        status,
+        seen: count,
+        unreachable: count > 0 ? undefined : reason(run, op, status),
+      });
     }
   }
   rows.push({ opId: undeclared, method: '*', path: '(every path)', status: '405', seen: seen.get(`${undeclared} 405`) ?? 0 });
@@ -28,7 +37,7 @@ export function coverage(run: Run): CoverageRow[] {
 export function reason(run: Run, op: Operation, status: string): string | undefined {
   if (status === '429') return run.o.rateLimitedClient ? undefined : run.o.rateLimitReason;
   if (status === '503') return 'needs the database to be unreachable; the suite does not inject faults';
-  if (status.startsWith('5')) return 'needs a fault on the service\'s side; the suite does not inject faults';
+  if (status.startsWith('5')) return "needs a fault on the service's side; the suite does not inject faults";
   if (op.role && !run.admin && status !== '401' && status !== '403') return `needs a key with the ${op.role} role (--admin-key)`;
   // A business-rule conflict can hinge on state only an admin makes (a completed order).
   const roles = run.contract.operations.filter((o) => o.role).map((o) => o.role);

@@ -105,9 +105,7 @@ export function arbitrary(schema: unknown, deref: Deref, override?: Override, as
       const minLength = typeof s.minItems === 'number' ? s.minItems : 0;
       const maxLength = Math.max(minLength, Math.min(typeof s.maxItems === 'number' ? s.maxItems : 5, 5));
       const items = arbitrary(s.items ?? {}, deref, override, ascii, depth + 1);
-      return nullable(
-        s.uniqueItems === true ? fc.uniqueArray(items, { minLength, maxLength }) : fc.array(items, { minLength, maxLength }),
-      );
+      return nullable(s.uniqueItems === true ? fc.uniqueArray(items, { minLength, maxLength }) : fc.array(items, { minLength, maxLength }));
     }
     case 'object': {
       const properties = (s.properties ?? {}) as Record<string, unknown>;
@@ -189,7 +187,7 @@ export function brokenValues(s: Schema, deref: Deref): Broken[] {
     array: [{ not: 'an array' }, 'text'],
     object: [['not', 'an', 'object'], 'text'],
   };
-  for (const value of type ? wrong[type] ?? [] : []) out.push({ label: `wrong type (${JSON.stringify(value)})`, value });
+  for (const value of type ? (wrong[type] ?? []) : []) out.push({ label: `wrong type (${JSON.stringify(value)})`, value });
   if (type && s.nullable !== true) out.push({ label: 'null', value: null });
   if (Array.isArray(s.enum)) {
     const candidate = type === 'boolean' ? !s.enum[0] : type === 'integer' || type === 'number' ? 987654321 : 'not-a-member';

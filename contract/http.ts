@@ -25,7 +25,10 @@ export class HttpClient {
   private readonly agent: http.Agent;
   private readonly base: URL;
 
-  constructor(baseUrl: string, private readonly timeoutMs = 15_000) {
+  constructor(
+    baseUrl: string,
+    private readonly timeoutMs = 15_000,
+  ) {
     this.base = new URL(baseUrl);
     this.agent = this.base.protocol === 'https:' ? new https.Agent({ keepAlive: true }) : new http.Agent({ keepAlive: true });
   }
@@ -44,27 +47,23 @@ export class HttpClient {
     if (body) headers['Content-Length'] = String(body.length);
     const transport = url.protocol === 'https:' ? https : http;
     return new Promise((resolve, reject) => {
-      const req = transport.request(
-        url,
-        { method: request.method, headers, agent: this.agent, timeout: this.timeoutMs },
-        (res) => {
-          const chunks: Buffer[] = [];
-          res.on('data', (c: Buffer) => chunks.push(c));
-          res.on('error', reject);
-          res.on('end', () => {
-            const text = Buffer.concat(chunks).toString('utf8');
-            const flat: Record<string, string> = {};
-            for (const [k, v] of Object.entries(res.headers)) if (v !== undefined) flat[k] = Array.isArray(v) ? v.join(', ') : v;
-            let json: unknown;
-            try {
-              json = text.length > 0 ? JSON.parse(text) : undefined;
-            } catch {
-              json = undefined;
-            }
-            resolve({ status: res.statusCode ?? 0, headers: flat, text, json, durationMs: Date.now() - started });
-          });
-        },
-      );
+      const req = transport.request(url, { method: request.method, headers, agent: this.agent, timeout: this.timeoutMs }, (res) => {
+        const chunks: Buffer[] = [];
+        res.on('data', (c: Buffer) => chunks.push(c));
+        res.on('error', reject);
+        res.on('end', () => {
+          const text = Buffer.concat(chunks).toString('utf8');
+          const flat: Record<string, string> = {};
+          for (const [k, v] of Object.entries(res.headers)) if (v !== undefined) flat[k] = Array.isArray(v) ? v.join(', ') : v;
+          let json: unknown;
+          try {
+            json = text.length > 0 ? JSON.parse(text) : undefined;
+          } catch {
+            json = undefined;
+          }
+          resolve({ status: res.statusCode ?? 0, headers: flat, text, json, durationMs: Date.now() - started });
+        });
+      });
       req.on('timeout', () => req.destroy(new Error(`no answer within ${this.timeoutMs} ms`)));
       req.on('error', reject);
       req.end(body);

@@ -18,7 +18,13 @@ export async function deletePhase(run: Run): Promise<void> {
       const schema = op.params.find((p) => p.name === param)!.schema;
       const producer = run.contract.producers.get(param)!;
       const ghost: Resource = { seq: -1, param, id: run.dangling(schema), producer, owner: run.customer, discovered: true, deleted: false };
-      if (run.authFor(op)) await run.send(op, `a ${param} that does not exist`, { kind: 'invalid' }, run.build(op, run.generate(op, { target: ghost }), run.authFor(op)!));
+      if (run.authFor(op))
+        await run.send(
+          op,
+          `a ${param} that does not exist`,
+          { kind: 'invalid' },
+          run.build(op, run.generate(op, { target: ghost }), run.authFor(op)!),
+        );
       if (run.live(param, true).length === 0) run.skipped.set(op.id, `no ${param} to delete: nothing made one in this run`);
     }
     await invalidTraffic(run, op);
@@ -34,7 +40,12 @@ export async function deletePhase(run: Run): Promise<void> {
     const get = run.contract.find('get', op.path);
     const getAuth = get ? run.authFor(get, r.owner) : undefined;
     if (get && getAuth) {
-      await run.send(get, `the ${r.param} after a successful DELETE`, { kind: 'status', status: 404 }, run.build(get, run.generate(get, { target: r }), getAuth));
+      await run.send(
+        get,
+        `the ${r.param} after a successful DELETE`,
+        { kind: 'status', status: 404 },
+        run.build(get, run.generate(get, { target: r }), getAuth),
+      );
     }
     await run.send(op, 'the same DELETE again', { kind: 'valid' }, run.build(op, run.generate(op, { target: r }), auth));
   };
@@ -44,7 +55,6 @@ export async function deletePhase(run: Run): Promise<void> {
   for (const r of own) await attempt(r);
   for (const r of [...own].reverse()) await attempt(r);
 }
-
 
 export async function routingPhase(run: Run): Promise<void> {
   const auth: Record<string, string> = run.customer.header ? { Authorization: run.customer.header } : {};
@@ -59,18 +69,33 @@ export async function routingPhase(run: Run): Promise<void> {
     const concrete = run.build(sample, { ...inputs, query: [], headers: [] }, auth).path;
     const allowed = declared.map((m) => m.toUpperCase());
     for (const method of methods.filter((m) => !declared.includes(m))) {
-      await run.send(undefined, `${method.toUpperCase()} on ${path}, which declares ${allowed.join(', ')}`, { kind: 'status', status: 405 },
-        { method: method.toUpperCase(), path: concrete, headers: { Accept: 'application/json', ...auth } }, { opId: undeclared, allowed });
+      await run.send(
+        undefined,
+        `${method.toUpperCase()} on ${path}, which declares ${allowed.join(', ')}`,
+        { kind: 'status', status: 405 },
+        { method: method.toUpperCase(), path: concrete, headers: { Accept: 'application/json', ...auth } },
+        { opId: undeclared, allowed },
+      );
     }
     // Deep enough below the path that no template of the spec matches it.
     let unknown = concrete.replace(/\/$/, '');
     do unknown += '/no-such-path';
     while (run.contract.paths.some((t) => templateMatches(t, unknown)));
-    await run.send(undefined, `a path under ${path} that the spec does not have`, { kind: 'status', status: 404 },
-      { method: 'GET', path: unknown, headers: { Accept: 'application/json', ...auth } }, { opId: unknownPath });
+    await run.send(
+      undefined,
+      `a path under ${path} that the spec does not have`,
+      { kind: 'status', status: 404 },
+      { method: 'GET', path: unknown, headers: { Accept: 'application/json', ...auth } },
+      { opId: unknownPath },
+    );
   }
-  await run.send(undefined, 'a path the spec does not have', { kind: 'status', status: 404 },
-    { method: 'GET', path: '/no-such-path-in-the-spec', headers: { Accept: 'application/json', ...auth } }, { opId: unknownPath });
+  await run.send(
+    undefined,
+    'a path the spec does not have',
+    { kind: 'status', status: 404 },
+    { method: 'GET', path: '/no-such-path-in-the-spec', headers: { Accept: 'application/json', ...auth } },
+    { opId: unknownPath },
+  );
 }
 
 /** On an instance that allows one request a minute, the second request of a caller is 429. */

@@ -27,7 +27,9 @@ export async function invalidTraffic(run: Run, op: Operation): Promise<void> {
   const target = param ? (op.method === 'get' ? (await run.available(param))[0] : run.live(param, true)[0]) : undefined;
   const auth = run.authFor(op, target?.owner);
   const ghost = param && !target ? run.dangling(op.params.find((p) => p.name === param)!.schema) : undefined;
-  const valid = run.inputs(op, { target, choice: 0 }).map((inputs) => (ghost === undefined ? inputs : { ...inputs, pathParams: { ...inputs.pathParams, [param!]: ghost } }));
+  const valid = run
+    .inputs(op, { target, choice: 0 })
+    .map((inputs) => (ghost === undefined ? inputs : { ...inputs, pathParams: { ...inputs.pathParams, [param!]: ghost } }));
   const probes = [...authProbes(run, op), ...(auth ? [...parameterProbes(run, op, auth), ...bodyProbes(run, op, auth)] : [])];
   for (const probe of probes) {
     await requestProperty(run, op, valid, { label: probe.label, expect: probe.expect, numRuns: 1, request: probe.request });
@@ -37,7 +39,12 @@ export async function invalidTraffic(run: Run, op: Operation): Promise<void> {
 function parameterProbes(run: Run, op: Operation, auth: Record<string, string>): Probe[] {
   const probes: Probe[] = [];
   const invalid: Expectation = { kind: 'invalid' };
-  const without = (inputs: Inputs, p: Param): Inputs => ({ ...inputs, pathParams: { ...inputs.pathParams }, query: inputs.query.filter(([q]) => q !== p), headers: inputs.headers.filter(([h]) => h !== p) });
+  const without = (inputs: Inputs, p: Param): Inputs => ({
+    ...inputs,
+    pathParams: { ...inputs.pathParams },
+    query: inputs.query.filter(([q]) => q !== p),
+    headers: inputs.headers.filter(([h]) => h !== p),
+  });
   for (const p of op.params) {
     for (const broken of brokenValues(flatten(p.schema, run.contract.deref), run.contract.deref)) {
       const text = broken.raw ?? (Array.isArray(broken.value) ? broken.value.map(String).join(',') : String(broken.value));
@@ -59,10 +66,18 @@ function parameterProbes(run: Run, op: Operation, auth: Record<string, string>):
       });
     }
     if (p.required && p.in !== 'path') {
-      probes.push({ label: `without required ${p.in} parameter "${p.name}"`, expect: invalid, request: (inputs) => run.build(op, without(inputs, p), auth) });
+      probes.push({
+        label: `without required ${p.in} parameter "${p.name}"`,
+        expect: invalid,
+        request: (inputs) => run.build(op, without(inputs, p), auth),
+      });
     }
   }
-  probes.push({ label: 'an unknown query parameter', expect: invalid, request: (inputs) => run.build(op, inputs, auth, { extraQuery: 'unexpectedParameter=1' }) });
+  probes.push({
+    label: 'an unknown query parameter',
+    expect: invalid,
+    request: (inputs) => run.build(op, inputs, auth, { extraQuery: 'unexpectedParameter=1' }),
+  });
   return probes;
 }
 
@@ -86,11 +101,23 @@ function bodyProbes(run: Run, op: Operation, auth: Record<string, string>): Prob
     });
   }
   for (const type of ['text/plain', 'application/x-www-form-urlencoded', 'application/xml']) {
-    probes.push({ label: `a JSON body sent as ${type}`, expect: { kind: 'invalid' }, request: (inputs) => run.build(op, inputs, auth, { rawBody: JSON.stringify(inputs.body ?? {}), contentType: type }) });
+    probes.push({
+      label: `a JSON body sent as ${type}`,
+      expect: { kind: 'invalid' },
+      request: (inputs) => run.build(op, inputs, auth, { rawBody: JSON.stringify(inputs.body ?? {}), contentType: type }),
+    });
   }
-  probes.push({ label: 'a JSON body without Content-Type', expect: { kind: 'invalid' }, request: (inputs) => run.build(op, inputs, auth, { rawBody: JSON.stringify(inputs.body ?? {}), contentType: null }) });
+  probes.push({
+    label: 'a JSON body without Content-Type',
+    expect: { kind: 'invalid' },
+    request: (inputs) => run.build(op, inputs, auth, { rawBody: JSON.stringify(inputs.body ?? {}), contentType: null }),
+  });
   if (required) {
-    probes.push({ label: 'no body where one is required', expect: { kind: 'invalid' }, request: (inputs) => run.build(op, { ...inputs, body: undefined }, auth) });
+    probes.push({
+      label: 'no body where one is required',
+      expect: { kind: 'invalid' },
+      request: (inputs) => run.build(op, { ...inputs, body: undefined }, auth),
+    });
   }
   return probes;
 }
@@ -113,7 +140,11 @@ export function inline(run: Run, schema: unknown, depth = 0): Schema {
   const s = run.contract.deref(schema);
   const out: Schema = {};
   for (const [k, v] of Object.entries(s)) {
-    out[k] = Array.isArray(v) ? v.map((x) => (x && typeof x === 'object' ? inline(run, x, depth + 1) : x)) : v && typeof v === 'object' && k !== 'enum' && k !== 'example' ? inline(run, v, depth + 1) : v;
+    out[k] = Array.isArray(v)
+      ? v.map((x) => (x && typeof x === 'object' ? inline(run, x, depth + 1) : x))
+      : v && typeof v === 'object' && k !== 'enum' && k !== 'example'
+        ? inline(run, v, depth + 1)
+        : v;
   }
   return toJsonSchema(out) as Schema;
 }

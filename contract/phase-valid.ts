@@ -81,7 +81,12 @@ async function refreshParents(run: Run, op: Operation): Promise<void> {
       for (const [i, target] of run.live(param, true).entries()) {
         const auth = run.authFor(update, target.owner);
         if (!auth) continue;
-        await run.send(update, `valid, setting up ${param} ${String(target.id)} again for ${op.id}`, { kind: 'valid' }, run.build(update, run.generate(update, { target, choice: i }), auth));
+        await run.send(
+          update,
+          `valid, setting up ${param} ${String(target.id)} again for ${op.id}`,
+          { kind: 'valid' },
+          run.build(update, run.generate(update, { target, choice: i }), auth),
+        );
       }
     }
   }
@@ -141,15 +146,30 @@ async function exerciseItem(run: Run, op: Operation): Promise<void> {
   const last = targets[targets.length - 1];
   if (op.method === 'put' && sameBody && targets.length > 1 && last?.body !== undefined) {
     const inputs = { ...run.generate(op, { target: targets[0] }), body: last.body };
-    await run.send(op, `the body ${param} ${String(last.id)} was made with`, { kind: 'valid' }, run.build(op, inputs, run.authFor(op, targets[0]!.owner)!));
+    await run.send(
+      op,
+      `the body ${param} ${String(last.id)} was made with`,
+      { kind: 'valid' },
+      run.build(op, inputs, run.authFor(op, targets[0]!.owner)!),
+    );
   }
   const schema = op.params.find((p) => p.name === param)!.schema;
   const ghost: Resource = { seq: -1, param, id: run.dangling(schema), producer, owner: run.customer, discovered: true, deleted: false };
-  await run.send(op, `a ${param} that does not exist`, { kind: 'invalid' }, run.build(op, run.generate(op, { target: ghost }), run.authFor(op)!));
+  await run.send(
+    op,
+    `a ${param} that does not exist`,
+    { kind: 'invalid' },
+    run.build(op, run.generate(op, { target: ghost }), run.authFor(op)!),
+  );
   if (op.body && run.consumes(op).some((n) => n !== param) && targets[0]) {
     const inputs = run.generate(op, { target: targets[0], dangling: true });
     inputs.pathParams[param] = targets[0].id;
-    await run.send(op, 'a body naming ids that do not exist', { kind: 'invalid' }, run.build(op, inputs, run.authFor(op, targets[0].owner)!));
+    await run.send(
+      op,
+      'a body naming ids that do not exist',
+      { kind: 'invalid' },
+      run.build(op, inputs, run.authFor(op, targets[0].owner)!),
+    );
   }
 }
 
@@ -170,12 +190,20 @@ export async function exerciseOther(run: Run, op: Operation, auth: Record<string
   const first = run.build(op, run.generate(op, { requiredOnly: true }), auth);
   await followNext(await run.send(op, 'valid, required parameters only', { kind: 'valid' }, first), first);
   // Integer query parameters at their minimum (a page of one), so a next page exists.
-  const least = op.params.filter((p) => p.in === 'query' && typeOf(flatten(p.schema, run.contract.deref)) === 'integer' && typeof flatten(p.schema, run.contract.deref).minimum === 'number');
+  const least = op.params.filter(
+    (p) =>
+      p.in === 'query' &&
+      typeOf(flatten(p.schema, run.contract.deref)) === 'integer' &&
+      typeof flatten(p.schema, run.contract.deref).minimum === 'number',
+  );
   if (least.length > 0) {
     const inputs = run.generate(op, { requiredOnly: true });
     inputs.query.push(...least.map((p): [Param, unknown] => [p, flatten(p.schema, run.contract.deref).minimum]));
     const request = run.build(op, inputs, auth);
-    await followNext(await run.send(op, `valid, ${least.map((p) => p.name).join(', ')} at the minimum`, { kind: 'valid' }, request), request);
+    await followNext(
+      await run.send(op, `valid, ${least.map((p) => p.name).join(', ')} at the minimum`, { kind: 'valid' }, request),
+      request,
+    );
   }
   await requestProperty(run, op, run.inputs(op), {
     label: 'valid',

@@ -27,7 +27,12 @@ export interface RequestProperty<T> {
  * the shrinking attempts after it are not, only the smallest failing request, labelled
  * with the number of steps and fast-check's own seed and path for the property alone.
  */
-export async function requestProperty<T>(run: Run, op: Operation, arbitrary: fc.Arbitrary<T>, p: RequestProperty<T>): Promise<Exchange | undefined> {
+export async function requestProperty<T>(
+  run: Run,
+  op: Operation,
+  arbitrary: fc.Arbitrary<T>,
+  p: RequestProperty<T>,
+): Promise<Exchange | undefined> {
   let smallest: Exchange | undefined;
   const property = fc.asyncProperty(arbitrary, async (sample) => {
     const request = p.request(sample);
@@ -47,7 +52,8 @@ export async function requestProperty<T>(run: Run, op: Operation, arbitrary: fc.
   const seed = run.source.int(2 ** 31);
   const details = await fc.check(property, { seed, numRuns: p.numRuns });
   // A throw that is not a failed check (the suite's own bug) must not pass silently.
-  if (details.failed && !smallest) throw details.errorInstance instanceof Error ? details.errorInstance : new Error(`property "${p.label}" of ${op.id} failed`);
+  if (details.failed && !smallest)
+    throw details.errorInstance instanceof Error ? details.errorInstance : new Error(`property "${p.label}" of ${op.id} failed`);
   if (!smallest) return undefined;
   const shrunk: Exchange = {
     ...smallest,

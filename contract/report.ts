@@ -15,8 +15,7 @@ export function maskAuthorization(value: string): string {
   return `${scheme ?? ''}${gap ?? ''}…${secret.slice(-4)}`;
 }
 
-const truncate = (text: string) =>
-  text.length > bodyLimit ? `${text.slice(0, bodyLimit)}… (${text.length} characters in all)` : text;
+const truncate = (text: string) => (text.length > bodyLimit ? `${text.slice(0, bodyLimit)}… (${text.length} characters in all)` : text);
 
 const indent = (text: string, by: string) => text.split('\n').join(`\n${by}`);
 
@@ -45,7 +44,12 @@ function formatCoverage(rows: CoverageRow[]): string {
   const routeW = width((r) => `${r.method} ${r.path}`);
   const lines = [`${'operation'.padEnd(opW)}  ${'route'.padEnd(routeW)}  status  result`];
   for (const r of rows) {
-    const result = r.seen > 0 ? `exercised (${r.seen})` : r.unreachable ? `unreachable: ${r.unreachable}` : 'NOT EXERCISED (a gap: nothing the suite sent reached it)';
+    const result =
+      r.seen > 0
+        ? `exercised (${r.seen})`
+        : r.unreachable
+          ? `unreachable: ${r.unreachable}`
+          : 'NOT EXERCISED (a gap: nothing the suite sent reached it)';
     lines.push(`${r.opId.padEnd(opW)}  ${`${r.method} ${r.path}`.padEnd(routeW)}  ${r.status.padEnd(6)}  ${result}`);
   }
   return lines.join('\n');
@@ -77,13 +81,18 @@ export function formatReport(result: RunResult, reproduce: string, fullFailures 
     }
   }
   for (const gap of result.gaps) {
-    out.push(`✗ coverage: ${gap.opId} ${gap.status} (${gap.method} ${gap.path}) was documented but never answered, and no reason makes it unreachable`);
+    out.push(
+      `✗ coverage: ${gap.opId} ${gap.status} (${gap.method} ${gap.path}) was documented but never answered, and no reason makes it unreachable`,
+    );
   }
   if (result.gaps.length > 0) out.push(`    ${reproduce}`, '');
   out.push('Coverage of documented (operation, status) pairs:', formatCoverage(result.coverage), '');
   const byStatus = new Map<number, number>();
   for (const ex of result.exchanges) byStatus.set(ex.response.status, (byStatus.get(ex.response.status) ?? 0) + 1);
-  const statuses = [...byStatus.entries()].sort((a, b) => a[0] - b[0]).map(([s, n]) => `${s}×${n}`).join(' ');
+  const statuses = [...byStatus.entries()]
+    .sort((a, b) => a[0] - b[0])
+    .map(([s, n]) => `${s}×${n}`)
+    .join(' ');
   out.push(`${result.exchanges.length} requests (${statuses}); seed ${result.seed}`);
   const { passed, failed: failedCount } = tally(result);
   out.push(`${passed} passed, ${failedCount} failed`);

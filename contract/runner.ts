@@ -183,7 +183,12 @@ export class Run {
   async issueKey(issuer: Operation, credentials: Credentials, label: string): Promise<string | undefined> {
     const headers = { Authorization: `Basic ${b64(`${credentials.email}:${credentials.password}`)}` };
     const body = issuer.body?.required ? this.source.draw(arbitrary(issuer.body.schema, this.contract.deref)) : undefined;
-    const ex = await this.send(issuer, label, { kind: 'valid' }, this.build(issuer, { pathParams: {}, query: [], headers: [], body }, headers));
+    const ex = await this.send(
+      issuer,
+      label,
+      { kind: 'valid' },
+      this.build(issuer, { pathParams: {}, query: [], headers: [], body }, headers),
+    );
     return isSuccess(ex.response.status) ? this.secretOf(issuer, ex.response.json) : undefined;
   }
 
@@ -191,7 +196,12 @@ export class Run {
     const { signUp, issuer } = this.accountOperations();
     if (signUp?.body) {
       const body = this.source.draw(arbitrary(signUp.body.schema, this.contract.deref)) as Record<string, unknown>;
-      const ex = await this.send(signUp, 'sign-up of the suite\'s own account', { kind: 'valid' }, this.build(signUp, { pathParams: {}, query: [], headers: [], body }, {}));
+      const ex = await this.send(
+        signUp,
+        "sign-up of the suite's own account",
+        { kind: 'valid' },
+        this.build(signUp, { pathParams: {}, query: [], headers: [], body }, {}),
+      );
       const fields = this.fields(signUp.body.schema);
       const email = fields.find(([, s]) => s.format === 'email')?.[0];
       const pass = fields.find(([n]) => /pass/i.test(n))?.[0];
@@ -217,7 +227,7 @@ export class Run {
     if (op.security === 'basic') {
       return this.basic ? { Authorization: `Basic ${b64(`${this.basic.email}:${this.basic.password}`)}` } : undefined;
     }
-    const auth = op.role ? (this.admin?.role === op.role ? this.admin : undefined) : owner ?? this.customer;
+    const auth = op.role ? (this.admin?.role === op.role ? this.admin : undefined) : (owner ?? this.customer);
     return auth?.header ? { Authorization: auth.header } : undefined;
   }
 
@@ -279,11 +289,17 @@ export class Run {
     const list = producer?.list;
     const auth = list ? this.authFor(list) : undefined;
     if (!producer || !list || !auth || this.resources.some((r) => r.param === param)) return [];
-    const ex = await this.send(list, `looking for an existing ${param}`, { kind: 'valid' }, this.build(list, { pathParams: {}, query: [], headers: [] }, auth));
+    const ex = await this.send(
+      list,
+      `looking for an existing ${param}`,
+      { kind: 'valid' },
+      this.build(list, { pathParams: {}, query: [], headers: [] }, auth),
+    );
     if (Array.isArray(ex.response.json)) {
       for (const item of ex.response.json.slice(0, this.o.runs)) {
         const id = (item as { id?: unknown })?.id;
-        if (id !== undefined) this.resources.push({ seq: this.seq++, param, id, producer, owner: this.customer, discovered: true, deleted: false });
+        if (id !== undefined)
+          this.resources.push({ seq: this.seq++, param, id, producer, owner: this.customer, discovered: true, deleted: false });
       }
     }
     return this.live(param);
@@ -316,18 +332,27 @@ export class Run {
    * shrunk: values toward the schema's least, optional parameters dropped. Without a
    * `choice`, ids come from any live resource.
    */
-  inputs(op: Operation, { target, choice, dangling = false, least = false, requiredOnly = false }: GenerateOptions = {}): fc.Arbitrary<Inputs> {
+  inputs(
+    op: Operation,
+    { target, choice, dangling = false, least = false, requiredOnly = false }: GenerateOptions = {},
+  ): fc.Arbitrary<Inputs> {
     const deref = this.contract.deref;
     const override = this.override(choice, dangling);
     const pathParams: Record<string, fc.Arbitrary<unknown>> = {};
     const others: Array<fc.Arbitrary<[Param, unknown] | undefined>> = [];
     for (const p of op.params) {
       if (p.in === 'path') {
-        pathParams[p.name] = target && p.name === target.param ? fc.constant(target.id) : (override(p.name, p.schema) ?? arbitrary(p.schema, deref, override, true));
+        pathParams[p.name] =
+          target && p.name === target.param
+            ? fc.constant(target.id)
+            : (override(p.name, p.schema) ?? arbitrary(p.schema, deref, override, true));
         continue;
       }
       if (!p.required && (p.opaque || requiredOnly)) continue;
-      const value = (override(p.name, p.schema) ?? arbitrary(p.schema, deref, override, p.in === 'header')).map((v): [Param, unknown] => [p, v]);
+      const value = (override(p.name, p.schema) ?? arbitrary(p.schema, deref, override, p.in === 'header')).map((v): [Param, unknown] => [
+        p,
+        v,
+      ]);
       // An optional parameter is sent half the time.
       others.push(p.required ? value : fc.option(value, { nil: undefined, freq: 2 }));
     }
@@ -341,12 +366,21 @@ export class Run {
 
   // ---- requests -----------------------------------------------------------------------
 
-  build(op: Operation, inputs: Inputs, auth: Record<string, string>, overrides: { rawBody?: string; contentType?: string | null; extraQuery?: string } = {}): SentRequest {
+  build(
+    op: Operation,
+    inputs: Inputs,
+    auth: Record<string, string>,
+    overrides: { rawBody?: string; contentType?: string | null; extraQuery?: string } = {},
+  ): SentRequest {
     const path = op.path.replace(/\{([^}/]+)\}/g, (_, name: string) => encodeURIComponent(String(inputs.pathParams[name])));
     const search: string[] = [];
     for (const [p, value] of inputs.query) {
-      if (Array.isArray(value) && p.explode) for (const v of value) search.push(`${encodeURIComponent(p.name)}=${encodeURIComponent(String(v))}`);
-      else search.push(`${encodeURIComponent(p.name)}=${encodeURIComponent(Array.isArray(value) ? value.map(String).join(',') : String(value))}`);
+      if (Array.isArray(value) && p.explode)
+        for (const v of value) search.push(`${encodeURIComponent(p.name)}=${encodeURIComponent(String(v))}`);
+      else
+        search.push(
+          `${encodeURIComponent(p.name)}=${encodeURIComponent(Array.isArray(value) ? value.map(String).join(',') : String(value))}`,
+        );
     }
     if (overrides.extraQuery) search.push(overrides.extraQuery);
     const headers: Record<string, string> = { Accept: 'application/json', ...auth };
@@ -359,7 +393,14 @@ export class Run {
   }
 
   /** Sends, checks and records one request. A 429 the suite did not ask for is waited out once. */
-  async send(op: Operation | undefined, label: string, expect: Expectation, request: SentRequest, extra: Partial<Exchange> = {}, client = this.o.client): Promise<Exchange> {
+  async send(
+    op: Operation | undefined,
+    label: string,
+    expect: Expectation,
+    request: SentRequest,
+    extra: Partial<Exchange> = {},
+    client = this.o.client,
+  ): Promise<Exchange> {
     const exchange = await this.exchange(op, label, expect, request, extra, client);
     this.keep(exchange);
     return exchange;
@@ -371,7 +412,14 @@ export class Run {
   }
 
   /** Sends and checks one request, without recording it. */
-  async exchange(op: Operation | undefined, label: string, expect: Expectation, request: SentRequest, extra: Partial<Exchange>, client: HttpClient): Promise<Exchange> {
+  async exchange(
+    op: Operation | undefined,
+    label: string,
+    expect: Expectation,
+    request: SentRequest,
+    extra: Partial<Exchange>,
+    client: HttpClient,
+  ): Promise<Exchange> {
     let response: ReceivedResponse;
     try {
       response = await client.send(request);
@@ -393,7 +441,6 @@ export class Run {
     }
     return exchange;
   }
-
 }
 
 export const runSuite = (options: RunOptions) => new Run(options).run();

@@ -95,4 +95,6 @@ export const bound = (name: string) => sql`${sql.placeholder(name)}`;
  * `.limit()` as a number or a placeholder, and renders any SQL given there.
  */
 export const rowLimit = (limit: string | number): Placeholder =>
-  (typeof limit === 'number' ? sql.raw(String(Math.trunc(limit))) : sql`cast(${sql.placeholder(limit)} as integer)`) as unknown as Placeholder;
+  (typeof limit === 'number'
+    ? sql.raw(String(Math.trunc(limit)))
+    : sql`cast(${sql.placeholder(limit)} as integer)`) as unknown as Placeholder;

@@ -28,16 +28,21 @@ export interface ServiceOptions {
   checkpoints: { onError: (error: Error) => void; onStall: (error: Error | null) => void };
   /** Writes began to fail for want of space or on I/O errors (an error), or succeed again (null). */
   onWriteFailure: (error: Error | null) => void;
+  /** PostgreSQL became unreachable (an error), or answers again (null). */
+  onDatabaseUnreachable?: (error: Error | null) => void;
 }
 
 const sqliteStorage = (db: Db, service: ServiceOptions | undefined) =>
-  createSqliteStorage(db, service ? { checkpointer: startCheckpointer(db.$client, service.checkpoints), onWriteFailure: service.onWriteFailure } : {});
+  createSqliteStorage(
+    db,
+    service ? { checkpointer: startCheckpointer(db.$client, service.checkpoints), onWriteFailure: service.onWriteFailure } : {},
+  );
 
 /** Opens the database without touching its schema (a cluster worker, once the primary migrated). */
 export function openStorage(config: DatabaseConfig, service?: ServiceOptions): Storage {
   if (config.databaseUrl) {
     const { createPgStorage, openPgDatabase } = pg();
-    return createPgStorage(openPgDatabase(config.databaseUrl));
+    return createPgStorage(openPgDatabase(config.databaseUrl), { onAvailability: service?.onDatabaseUnreachable });
   }
   return sqliteStorage(openDatabase(config.databasePath, { maxSizeMb: config.databaseMaxSizeMb }), service);
 }
@@ -52,8 +57,14 @@ export async function prepareStorage(
   if (config.databaseUrl) {
     const { createPgStorage, migratePg, openPgDatabase } = pg();
     const db = openPgDatabase(config.databaseUrl);
-    ({ brandNew } = await migratePg(db));
-    storage = createPgStorage(db);
+    try {
+      ({ brandNew } = await migratePg(db));
+    } catch (error) {
+      // Tried again with a new pool (server/startup.ts) or given up: this one is done.
+      await db.$client.end();
+      throw error;
+    }
+    storage = createPgStorage(db, { onAvailability: service?.onDatabaseUnreachable });
   } else {
     const db = openDatabase(config.databasePath, { maxSizeMb: config.databaseMaxSizeMb });
     // Asked before migrating: afterwards every database looks used.

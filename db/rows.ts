@@ -10,7 +10,12 @@ export const toCategory = (row: typeof categories.$inferSelect): Category => ({
   ...(row.description !== null && { description: row.description }),
 });
 
-export const toPet = (row: typeof pets.$inferSelect): Pet => ({ id: row.id, name: row.name, categoryId: row.categoryId, status: row.status });
+export const toPet = (row: typeof pets.$inferSelect): Pet => ({
+  id: row.id,
+  name: row.name,
+  categoryId: row.categoryId,
+  status: row.status,
+});
 
 export const toOrder = (row: typeof orders.$inferSelect): Order => ({
   id: row.id,
@@ -39,4 +44,9 @@ export const toMessage = (row: typeof messages.$inferSelect): Message => ({
   ...(row.sentAt !== null && { sentAt: row.sentAt }),
 });
 
-export const toAccount = (row: typeof accounts.$inferSelect) => ({ id: row.id, email: row.email, role: row.role, createdAt: row.createdAt });
+export const toAccount = (row: typeof accounts.$inferSelect) => ({
+  id: row.id,
+  email: row.email,
+  role: row.role,
+  createdAt: row.createdAt,
+});

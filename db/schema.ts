@@ -10,7 +10,9 @@ export const accounts = sqliteTable(
     // Stored lower-cased: emails are unique ignoring case.
     email: text('email').notNull().unique(),
     passwordHash: text('password_hash').notNull(),
-    role: text('role', { enum: ['customer', 'admin'] }).notNull().default('customer'),
+    role: text('role', { enum: ['customer', 'admin'] })
+      .notNull()
+      .default('customer'),
     createdAt: text('created_at').notNull(),
   },
   (t) => [check('accounts_role_check', sql`${t.role} in ('customer', 'admin')`)],
@@ -52,7 +54,9 @@ export const pets = sqliteTable(
     categoryId: integer('category_id')
       .notNull()
       .references(() => categories.id, { onDelete: 'restrict' }),
-    status: text('status', { enum: ['available', 'pending', 'sold'] }).notNull().default('available'),
+    status: text('status', { enum: ['available', 'pending', 'sold'] })
+      .notNull()
+      .default('available'),
   },
   (t) => [
     index('pets_status_idx').on(t.status, t.id),
@@ -119,14 +123,13 @@ export const messages = sqliteTable(
       .notNull()
       .references(() => accounts.id, { onDelete: 'cascade' }),
     message: text('message').notNull(),
-    status: text('status', { enum: ['queued', 'sent'] }).notNull().default('queued'),
+    status: text('status', { enum: ['queued', 'sent'] })
+      .notNull()
+      .default('queued'),
     createdAt: text('created_at').notNull(),
     sentAt: text('sent_at'),
   },
-  (t) => [
-    index('messages_status_idx').on(t.status, t.createdAt),
-    check('messages_status_check', sql`${t.status} in ('queued', 'sent')`),
-  ],
+  (t) => [index('messages_status_idx').on(t.status, t.createdAt), check('messages_status_check', sql`${t.status} in ('queued', 'sent')`)],
 );
 
 // Rate-limit budgets shared by every process on this file (WEB_CONCURRENCY workers): one

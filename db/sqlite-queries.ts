@@ -42,8 +42,20 @@ export function createQueries(db: Db): Queries {
       .returning()
       .prepare(),
   );
-  const accountByEmail = prepared(() => db.select().from(accounts).where(eq(accounts.email, p('email'))).prepare());
-  const accountById = prepared(() => db.select({ id: accounts.id }).from(accounts).where(eq(accounts.id, p('id'))).prepare());
+  const accountByEmail = prepared(() =>
+    db
+      .select()
+      .from(accounts)
+      .where(eq(accounts.email, p('email')))
+      .prepare(),
+  );
+  const accountById = prepared(() =>
+    db
+      .select({ id: accounts.id })
+      .from(accounts)
+      .where(eq(accounts.id, p('id')))
+      .prepare(),
+  );
 
   const insertApiKey = prepared(() =>
     db
@@ -86,24 +98,56 @@ export function createQueries(db: Db): Queries {
       .prepare(),
   );
   const ownedKey = prepared(() =>
-    db.select({ id: apiKeys.id }).from(apiKeys).where(and(eq(apiKeys.id, p('id')), eq(apiKeys.accountId, p('accountId')))).prepare(),
+    db
+      .select({ id: apiKeys.id })
+      .from(apiKeys)
+      .where(and(eq(apiKeys.id, p('id')), eq(apiKeys.accountId, p('accountId'))))
+      .prepare(),
   );
   const revokeKey = prepared(() =>
-    db.update(apiKeys).set({ revokedAt: bound('at') }).where(and(eq(apiKeys.id, p('id')), isNull(apiKeys.revokedAt))).prepare(),
+    db
+      .update(apiKeys)
+      .set({ revokedAt: bound('at') })
+      .where(and(eq(apiKeys.id, p('id')), isNull(apiKeys.revokedAt)))
+      .prepare(),
   );
-  const touchKey = prepared(() => db.update(apiKeys).set({ lastUsedAt: bound('at') }).where(eq(apiKeys.id, p('id'))).prepare());
+  const touchKey = prepared(() =>
+    db
+      .update(apiKeys)
+      .set({ lastUsedAt: bound('at') })
+      .where(eq(apiKeys.id, p('id')))
+      .prepare(),
+  );
   const activeKeys = prepared(() =>
     db
       .select({ n: count() })
       .from(apiKeys)
-      .where(and(eq(apiKeys.accountId, p('accountId')), isNull(apiKeys.revokedAt), or(isNull(apiKeys.expiresAt), gt(apiKeys.expiresAt, p('now')))))
+      .where(
+        and(
+          eq(apiKeys.accountId, p('accountId')),
+          isNull(apiKeys.revokedAt),
+          or(isNull(apiKeys.expiresAt), gt(apiKeys.expiresAt, p('now'))),
+        ),
+      )
       .prepare(),
   );
 
   const categoryPage = prepared(() =>
-    db.select().from(categories).where(gt(categories.id, p('after'))).orderBy(asc(categories.id)).limit(rowLimit('limit')).prepare(),
+    db
+      .select()
+      .from(categories)
+      .where(gt(categories.id, p('after')))
+      .orderBy(asc(categories.id))
+      .limit(rowLimit('limit'))
+      .prepare(),
   );
-  const categoryById = prepared(() => db.select().from(categories).where(eq(categories.id, p('id'))).prepare());
+  const categoryById = prepared(() =>
+    db
+      .select()
+      .from(categories)
+      .where(eq(categories.id, p('id')))
+      .prepare(),
+  );
   const insertCategory = prepared(() =>
     db
       .insert(categories)
@@ -120,8 +164,20 @@ export function createQueries(db: Db): Queries {
       .returning()
       .prepare(),
   );
-  const deleteCategory = prepared(() => db.delete(categories).where(eq(categories.id, p('id'))).prepare());
-  const petOfCategory = prepared(() => db.select({ id: pets.id }).from(pets).where(eq(pets.categoryId, p('id'))).limit(rowLimit(1)).prepare());
+  const deleteCategory = prepared(() =>
+    db
+      .delete(categories)
+      .where(eq(categories.id, p('id')))
+      .prepare(),
+  );
+  const petOfCategory = prepared(() =>
+    db
+      .select({ id: pets.id })
+      .from(pets)
+      .where(eq(pets.categoryId, p('id')))
+      .limit(rowLimit(1))
+      .prepare(),
+  );
 
   // Each filter is an equality on the leading column of an index that ends in id
   // (pets_status_idx, pets_category_idx, the primary key). `ids` binds one placeholder
@@ -131,14 +187,41 @@ export function createQueries(db: Db): Queries {
     const where: SQL[] = [gt(pets.id, p('after'))];
     if (status) where.push(eq(pets.status, p('status')));
     if (category) where.push(eq(pets.categoryId, p('categoryId')));
-    if (ids >= 0) where.push(inArray(pets.id, Array.from({ length: ids }, (_, i) => p(`id${i}`))));
-    return db.select().from(pets).where(and(...where)).orderBy(asc(pets.id)).limit(rowLimit('limit')).prepare();
+    if (ids >= 0)
+      where.push(
+        inArray(
+          pets.id,
+          Array.from({ length: ids }, (_, i) => p(`id${i}`)),
+        ),
+      );
+    return db
+      .select()
+      .from(pets)
+      .where(and(...where))
+      .orderBy(asc(pets.id))
+      .limit(rowLimit('limit'))
+      .prepare();
   });
-  const petById = prepared(() => db.select().from(pets).where(eq(pets.id, p('id'))).prepare());
-  const insertPet = prepared(() =>
-    db.insert(pets).values({ name: p('name'), categoryId: p('categoryId'), status: p('status') }).returning().prepare(),
+  const petById = prepared(() =>
+    db
+      .select()
+      .from(pets)
+      .where(eq(pets.id, p('id')))
+      .prepare(),
   );
-  const insertStock = prepared(() => db.insert(inventory).values({ petId: p('petId'), quantity: 0 }).prepare());
+  const insertPet = prepared(() =>
+    db
+      .insert(pets)
+      .values({ name: p('name'), categoryId: p('categoryId'), status: p('status') })
+      .returning()
+      .prepare(),
+  );
+  const insertStock = prepared(() =>
+    db
+      .insert(inventory)
+      .values({ petId: p('petId'), quantity: 0 })
+      .prepare(),
+  );
   const updatePet = prepared(() =>
     db
       .update(pets)
@@ -147,9 +230,25 @@ export function createQueries(db: Db): Queries {
       .returning()
       .prepare(),
   );
-  const setPetStatus = prepared(() => db.update(pets).set({ status: bound('status') }).where(eq(pets.id, p('id'))).prepare());
-  const deleteStock = prepared(() => db.delete(inventory).where(eq(inventory.petId, p('id'))).prepare());
-  const deletePet = prepared(() => db.delete(pets).where(eq(pets.id, p('id'))).prepare());
+  const setPetStatus = prepared(() =>
+    db
+      .update(pets)
+      .set({ status: bound('status') })
+      .where(eq(pets.id, p('id')))
+      .prepare(),
+  );
+  const deleteStock = prepared(() =>
+    db
+      .delete(inventory)
+      .where(eq(inventory.petId, p('id')))
+      .prepare(),
+  );
+  const deletePet = prepared(() =>
+    db
+      .delete(pets)
+      .where(eq(pets.id, p('id')))
+      .prepare(),
+  );
 
   const inventoryPage = byShape((status: boolean) => {
     const where: SQL[] = [gt(pets.id, p('after'))];
@@ -164,9 +263,20 @@ export function createQueries(db: Db): Queries {
       .prepare();
   });
   const inventoryById = prepared(() =>
-    db.select(inventoryColumns).from(pets).innerJoin(inventory, eq(inventory.petId, pets.id)).where(eq(pets.id, p('id'))).prepare(),
+    db
+      .select(inventoryColumns)
+      .from(pets)
+      .innerJoin(inventory, eq(inventory.petId, pets.id))
+      .where(eq(pets.id, p('id')))
+      .prepare(),
   );
-  const setStock = prepared(() => db.update(inventory).set({ quantity: bound('quantity') }).where(eq(inventory.petId, p('petId'))).prepare());
+  const setStock = prepared(() =>
+    db
+      .update(inventory)
+      .set({ quantity: bound('quantity') })
+      .where(eq(inventory.petId, p('petId')))
+      .prepare(),
+  );
 
   // One statement per viewer kind and `complete` filter, each with its own index. A
   // placeholder skips the column's boolean mapping: `complete` is bound as 0/1.
@@ -174,12 +284,22 @@ export function createQueries(db: Db): Queries {
     const where: SQL[] = [gt(orders.id, p('after'))];
     if (customer) where.push(eq(orders.accountId, p('accountId')));
     if (byComplete) where.push(eq(orders.complete, p('complete')));
-    return db.select().from(orders).where(and(...where)).orderBy(asc(orders.id)).limit(rowLimit('limit')).prepare();
+    return db
+      .select()
+      .from(orders)
+      .where(and(...where))
+      .orderBy(asc(orders.id))
+      .limit(rowLimit('limit'))
+      .prepare();
   });
   const orderById = byShape((customer: boolean) => {
     const where: SQL[] = [eq(orders.id, p('id'))];
     if (customer) where.push(eq(orders.accountId, p('accountId')));
-    return db.select().from(orders).where(and(...where)).prepare();
+    return db
+      .select()
+      .from(orders)
+      .where(and(...where))
+      .prepare();
   });
   // No RETURNING: SQLite passes a returned row through a trigger program and a buffer,
   // which cost more than the insert itself (10.8 us against 3.0 us per row in a loop).
@@ -191,9 +311,19 @@ export function createQueries(db: Db): Queries {
       .prepare(),
   );
   const completeOrder = prepared(() =>
-    db.update(orders).set({ complete: true, shipDate: bound('shipDate') }).where(eq(orders.id, p('id'))).returning().prepare(),
+    db
+      .update(orders)
+      .set({ complete: true, shipDate: bound('shipDate') })
+      .where(eq(orders.id, p('id')))
+      .returning()
+      .prepare(),
   );
-  const deleteOrder = prepared(() => db.delete(orders).where(eq(orders.id, p('id'))).prepare());
+  const deleteOrder = prepared(() =>
+    db
+      .delete(orders)
+      .where(eq(orders.id, p('id')))
+      .prepare(),
+  );
   const openOrderOfPet = prepared(() =>
     db
       .select({ id: orders.id })
@@ -221,7 +351,12 @@ export function createQueries(db: Db): Queries {
       })
       .prepare(),
   );
-  const purgeIdempotency = prepared(() => db.delete(idempotencyKeys).where(sql`${idempotencyKeys.createdAt} < ${p('before')}`).prepare());
+  const purgeIdempotency = prepared(() =>
+    db
+      .delete(idempotencyKeys)
+      .where(sql`${idempotencyKeys.createdAt} < ${p('before')}`)
+      .prepare(),
+  );
 
   const insertMessage = prepared(() =>
     db
@@ -231,10 +366,18 @@ export function createQueries(db: Db): Queries {
       .prepare(),
   );
   const messageById = prepared(() =>
-    db.select().from(messages).where(and(eq(messages.id, p('id')), eq(messages.accountId, p('accountId')))).prepare(),
+    db
+      .select()
+      .from(messages)
+      .where(and(eq(messages.id, p('id')), eq(messages.accountId, p('accountId'))))
+      .prepare(),
   );
   const queuedMessages = prepared(() =>
-    db.select({ n: count() }).from(messages).where(and(eq(messages.accountId, p('accountId')), eq(messages.status, 'queued'))).prepare(),
+    db
+      .select({ n: count() })
+      .from(messages)
+      .where(and(eq(messages.accountId, p('accountId')), eq(messages.status, 'queued')))
+      .prepare(),
   );
   // One UPDATE statement: atomic under SQLite's write lock, across processes too.
   const deliverDue = prepared(() => {
@@ -268,7 +411,10 @@ export function createQueries(db: Db): Queries {
 
     insertApiKey: (input) => toApiKey(insertApiKey().get({ name: null, expiresAt: null, ...input })),
     findKeyOwner: (hash) => keyOwner().get({ hash }) ?? null,
-    listApiKeys: (accountId, page) => apiKeyPage().all({ accountId, ...page }).map(toApiKey),
+    listApiKeys: (accountId, page) =>
+      apiKeyPage()
+        .all({ accountId, ...page })
+        .map(toApiKey),
     revokeApiKey(accountId, keyId, at) {
       if (!ownedKey().get({ id: keyId, accountId })) return false;
       revokeKey().run({ id: keyId, at });
@@ -279,7 +425,10 @@ export function createQueries(db: Db): Queries {
     },
     countActiveApiKeys: (accountId, now) => activeKeys().get({ accountId, now })?.n ?? 0,
 
-    listCategories: (page) => categoryPage().all({ ...page }).map(toCategory),
+    listCategories: (page) =>
+      categoryPage()
+        .all({ ...page })
+        .map(toCategory),
     findCategory(id) {
       const row = categoryById().get({ id });
       return row ? toCategory(row) : null;
@@ -305,7 +454,12 @@ export function createQueries(db: Db): Queries {
     petInCategory: (categoryId) => petOfCategory().get({ id: categoryId })?.id ?? null,
 
     listPets(filter, page) {
-      const values: Record<string, unknown> = { after: page.after, limit: page.limit, status: filter.status, categoryId: filter.categoryId };
+      const values: Record<string, unknown> = {
+        after: page.after,
+        limit: page.limit,
+        status: filter.status,
+        categoryId: filter.categoryId,
+      };
       const ids = filter.ids ?? [];
       for (let i = 0; i < ids.length; i++) values[`id${i}`] = ids[i];
       return petPage(filter.status !== undefined, filter.categoryId !== undefined, filter.ids?.length ?? -1)
@@ -378,7 +532,10 @@ export function createQueries(db: Db): Queries {
       return row ? toMessage(row) : null;
     },
     countQueuedMessages: (accountId) => queuedMessages().get({ accountId })?.n ?? 0,
-    deliverDue: (createdBefore, sentAt, limit) => deliverDue().all({ createdBefore, sentAt, limit }).map((r) => r.id),
+    deliverDue: (createdBefore, sentAt, limit) =>
+      deliverDue()
+        .all({ createdBefore, sentAt, limit })
+        .map((r) => r.id),
   };
 }
 
@@ -410,12 +567,10 @@ export const readOnly = [
  */
 export function createServiceQueries(db: Db) {
   const p = sql.placeholder;
-  // A lease: min(want, limit - granted) of a running window, a give-back when `want` < 0,
-  // or a new window's first grant. The SET expressions all read the row as it was, so
-  // `granted` and `hits` agree.
-  const want = p('want');
-  const fresh = sql`max(min(${want}, ${p('limit')}), 0)`;
-  const grant = sql`case when ${want} >= 0 then max(min(${want}, ${p('limit')} - ${rateLimits.hits}), 0) else max(${want}, -${rateLimits.hits}) end`;
+  // A lease: min(want, limit - hits) of a running window, or a new window's first grant.
+  // The SET expressions all read the row as it was, so `granted` and `hits` agree.
+  const fresh = sql`min(${p('want')}, ${p('limit')})`;
+  const grant = sql`max(min(${p('want')}, ${p('limit')} - ${rateLimits.hits}), 0)`;
   const ended = sql`${rateLimits.resetAt} <= ${p('now')}`;
   const lease = prepared(() =>
     db
@@ -432,13 +587,28 @@ export function createServiceQueries(db: Db) {
       .returning({ granted: rateLimits.granted, hits: rateLimits.hits, resetAt: rateLimits.resetAt })
       .prepare(),
   );
-  const resetHits = prepared(() => db.delete(rateLimits).where(eq(rateLimits.key, p('key'))).prepare());
-  const purgeHits = prepared(() => db.delete(rateLimits).where(lte(rateLimits.resetAt, p('now'))).prepare());
-  const insertWriteCheck = prepared(() => db.insert(writeChecks).values({ room: p('room') }).prepare());
+  const resetHits = prepared(() =>
+    db
+      .delete(rateLimits)
+      .where(eq(rateLimits.key, p('key')))
+      .prepare(),
+  );
+  const purgeHits = prepared(() =>
+    db
+      .delete(rateLimits)
+      .where(lte(rateLimits.resetAt, p('now')))
+      .prepare(),
+  );
+  const insertWriteCheck = prepared(() =>
+    db
+      .insert(writeChecks)
+      .values({ room: p('room') })
+      .prepare(),
+  );
   const deleteWriteChecks = prepared(() => db.delete(writeChecks).prepare());
   return {
     takeRateLimitLease: (key: string, windowMs: number, now: number, want: number, limit: number) =>
-      lease().get({ key, now, resetAt: now + windowMs, want, limit })!,
+      lease().get({ key, now, resetAt: now + windowMs, want, limit }),
     resetRateLimit: (key: string) => {
       resetHits().run({ key });
     },

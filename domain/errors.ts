@@ -38,8 +38,9 @@ export type Outcome<T> = { ok: true; value: T } | { ok: false; error: { code: Do
 /**
  * The store cannot do this now: `unavailable` when the database does not answer,
  * `storage_unavailable` when a write could not be made durable (a full disk, an I/O
- * error). Raised by db/ for either engine; nothing of the failed work was stored, so
- * the caller may retry it as it is after `retryAfterSeconds`.
+ * error). Raised by db/ for either engine, to be retried after `retryAfterSeconds`. After
+ * `storage_unavailable` nothing was stored; after `unavailable` a transaction whose
+ * connection broke during its COMMIT may have been (its outcome is unknown).
  */
 export class StorageUnavailable extends Error {
   constructor(

@@ -137,7 +137,7 @@ export interface Storage extends Queries {
    * Rate-limit budgets shared by every process on this database (server/rate-limit-store.ts):
    * grants min(want, limit - granted so far) of the key's fixed window (a new one from `now`
    * if it ended), in one atomic statement, so the grants of a window never exceed `limit`.
-   * A negative `want` gives tokens back. `hits` is the window's total granted after this one.
+   * `want` >= 1; `hits` is the window's total granted after this grant.
    */
   takeRateLimitLease(key: string, windowMs: number, now: number, want: number, limit: number): Awaitable<RateLimitLease>;
   resetRateLimit(key: string): Awaitable<void>;

@@ -75,14 +75,22 @@ export function createStore(storage: Storage, bounds: Bounds = defaultBounds) {
 
       /** 409 `conflict` when the name is taken, ignoring case (the unique index decides). */
       async create(input: NewCategory) {
-        const row = await storage.insertCategory({ name: input.name, nameKey: nameKeyOf(input.name), description: input.description ?? null });
+        const row = await storage.insertCategory({
+          name: input.name,
+          nameKey: nameKeyOf(input.name),
+          description: input.description ?? null,
+        });
         if (row === 'taken') throw nameTaken(input.name);
         return row;
       },
 
       /** Replaces name and description (omitted: removed). Null when there is none; 409 `conflict` for a taken name. */
       async replace(id: number, input: NewCategory) {
-        const row = await storage.updateCategory(id, { name: input.name, nameKey: nameKeyOf(input.name), description: input.description ?? null });
+        const row = await storage.updateCategory(id, {
+          name: input.name,
+          nameKey: nameKeyOf(input.name),
+          description: input.description ?? null,
+        });
         if (row === 'taken') throw nameTaken(input.name);
         return row;
       },
@@ -235,7 +243,10 @@ export function createStore(storage: Storage, bounds: Bounds = defaultBounds) {
           const queued = await tx.countQueuedMessages(accountId);
           if (queued >= bounds.queuedMessagesPerAccount) {
             const most = bounds.queuedMessagesPerAccount;
-            throw new DomainError('message_queue_full', `The account already has ${queued} messages not delivered yet (at most ${most}); retry once some are sent`);
+            throw new DomainError(
+              'message_queue_full',
+              `The account already has ${queued} messages not delivered yet (at most ${most}); retry once some are sent`,
+            );
           }
           return tx.insertMessage({ id: newMessageId(), accountId, message, createdAt: new Date().toISOString() });
         }),
@@ -250,4 +261,3 @@ export function createStore(storage: Storage, bounds: Bounds = defaultBounds) {
 export type Store = ReturnType<typeof createStore>;
 
 const admin: Principal = { accountId: 0, role: 'admin' };
-

@@ -1024,7 +1024,7 @@ export interface components {
                 "application/json": components["schemas"]["Error"];
             };
         };
-        /** @description The service cannot do this now, and says when to try again in `Retry-After`: `unavailable` when the database does not answer (PostgreSQL down or restarting), `storage_unavailable` when a write cannot be made durable (a full disk or an I/O error on the database file). Nothing was stored: a write answered 503 may be retried as it is. Reads keep working while writes are refused. */
+        /** @description The service cannot do this now, and says when to try again in `Retry-After`: `unavailable` when the database does not answer (PostgreSQL down or restarting; reads are refused too), `storage_unavailable` when a write cannot be made durable (a full disk or an I/O error on the database file; reads keep working). After `storage_unavailable` nothing was stored and the write may be retried as it is. After `unavailable` a write whose connection broke while it was committing may have been stored: retry an order with the same `Idempotency-Key` to place it at most once. */
         Unavailable: {
             headers: {
                 "Retry-After": components["headers"]["RetryAfter"];

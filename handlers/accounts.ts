@@ -9,10 +9,7 @@ import { generateApiKey, hashPassword } from '../server/security';
  * Creates an account with an scrypt-hashed password; null when the email is taken.
  * Sign-up uses it, and so does `npm run account:create`, the only way to make an admin.
  */
-export async function registerAccount(
-  repos: Store,
-  input: { email: string; password: string; role: Role },
-): Promise<Account | null> {
+export async function registerAccount(repos: Store, input: { email: string; password: string; role: Role }): Promise<Account | null> {
   return repos.accounts.create({ email: input.email, passwordHash: await hashPassword(input.password), role: input.role });
 }
 

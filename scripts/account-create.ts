@@ -76,7 +76,9 @@ async function main(): Promise<void> {
     console.error(`An account with the email ${values.email} already exists.`);
     process.exit(1);
   }
-  console.log(`Created ${role} account ${account.id} <${account.email}> in ${config.databaseUrl ? 'the PostgreSQL database' : config.databasePath}`);
+  console.log(
+    `Created ${role} account ${account.id} <${account.email}> in ${config.databaseUrl ? 'the PostgreSQL database' : config.databasePath}`,
+  );
 }
 
 main().catch((error: unknown) => {

@@ -17,7 +17,8 @@ function postgresUnavailable(): string | null {
   const installed = existsSync(lib) && readdirSync(lib).some((v) => existsSync(join(lib, v, 'bin', 'initdb')));
   if (installed) return null;
   // scripts/with-postgres.sh installs Debian's package with apt when it is missing.
-  if (spawnSync('apt-get', ['--version']).status !== 0) return "PostgreSQL is not installed and there is no apt-get to install Debian's package";
+  if (spawnSync('apt-get', ['--version']).status !== 0)
+    return "PostgreSQL is not installed and there is no apt-get to install Debian's package";
   return null;
 }
 

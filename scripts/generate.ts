@@ -1,7 +1,8 @@
-// Regenerates generated/ from openapi.yaml (the openapi-typescript types and the
-// operation table the server routes from), and client/openapi.ts (the client's types), and writes a 501 stub into handlers/<tag>.ts
-// for every operation that has no handler yet, so a spec edited first gives a server
-// that starts. Existing handler code is never rewritten: stubs are added before the
+// Regenerates generated/ from openapi.yaml (the openapi-typescript types, the operation
+// table the server routes from, and the document as JSON, which the server serves, once
+// scripts/spec-check.ts has found it valid OpenAPI), and client/openapi.ts (the client's
+// types), and writes a 501 stub into handlers/<tag>.ts for every operation that has no
+// handler yet, so a spec edited first gives a server that starts. Existing handler code is never rewritten: stubs are added before the
 // closing brace of the tag's handler object, and a new tag gets a new module that is
 // registered in handlers/index.ts.
 //
@@ -9,10 +10,12 @@
 // has no handler, when a stub is left, or when a handler's operation left the spec.
 import { readFileSync, writeFileSync, mkdirSync, existsSync, readdirSync } from 'node:fs';
 import { dirname, join, resolve } from 'node:path';
+import { isDeepStrictEqual } from 'node:util';
 import openapiTS, { astToString } from 'openapi-typescript';
 import ts from 'typescript';
 import { parse } from 'yaml';
 import { operationsOf, type OperationEntry } from '../server/spec';
+import { checkSpec } from './spec-check';
 
 const root = resolve(__dirname, '..');
 const specPath = join(root, 'openapi.yaml');
@@ -39,7 +42,7 @@ function operationTableSource(table: Table): string {
     ' */\n' +
     `export const operationTable = {\n${rows.join('\n')}\n} as const;\n\n` +
     'export type OperationId = keyof typeof operationTable;\n\n' +
-    '/** The operations of each tag; the tag\'s handler module implements all of them. */\n' +
+    "/** The operations of each tag; the tag's handler module implements all of them. */\n" +
     `export interface OperationsByTag {\n${tagRows.join('\n')}\n}\n`
   );
 }
@@ -139,7 +142,8 @@ function planHandlers(table: Table): HandlerState {
       const entry = table[id];
       const where = `handlers/${mod.file.slice(handlersDir.length + 1)}`;
       if (!entry) state.leftovers.push(`${where}: ${id} has no operation in openapi.yaml any more; delete the handler (and its tests)`);
-      else if (mod.tag && entry.tag !== mod.tag) state.leftovers.push(`${where}: ${id} is tagged ${entry.tag} in openapi.yaml; move it to handlers/${moduleName(entry.tag)}.ts`);
+      else if (mod.tag && entry.tag !== mod.tag)
+        state.leftovers.push(`${where}: ${id} is tagged ${entry.tag} in openapi.yaml; move it to handlers/${moduleName(entry.tag)}.ts`);
       else if (stub) state.stubsLeft.push(id);
     }
   }
@@ -150,7 +154,8 @@ function planHandlers(table: Table): HandlerState {
     const file = join(handlersDir, `${moduleName(tag)}.ts`);
     const name = exportName(tag);
     const mod = existsSync(file) ? readModule(file, name) : undefined;
-    if (existsSync(file) && !mod) throw new Error(`handlers/${moduleName(tag)}.ts has no \`export const ${name} = { ... }\` to add stubs to`);
+    if (existsSync(file) && !mod)
+      throw new Error(`handlers/${moduleName(tag)}.ts has no \`export const ${name} = { ... }\` to add stubs to`);
     const missing = ids.filter((id) => !mod?.members.has(id));
     if (missing.length === 0) continue;
     state.stubbed.push(...missing);
@@ -167,7 +172,9 @@ function planHandlers(table: Table): HandlerState {
         `// Handlers of the \`${tag}\` operations of openapi.yaml.\n` +
           "import { notImplemented, type HandlerModule } from '../server/operations';\n\n" +
           `export const ${name}: HandlerModule<'${tag}'> = {\n` +
-          stubLines(missing).map((line) => (line ? '  ' + line : line)).join('\n') +
+          stubLines(missing)
+            .map((line) => (line ? '  ' + line : line))
+            .join('\n') +
           '\n};\n',
       );
       const index = readModule(indexFile, 'handlers', indexText);
@@ -184,7 +191,12 @@ function planHandlers(table: Table): HandlerState {
 async function main(): Promise<void> {
   const check = process.argv.includes('--check');
   const source = readFileSync(specPath, 'utf8');
-  const table = operationsOf(parse(source) as Parameters<typeof operationsOf>[0]);
+  const spec = parse(source) as Parameters<typeof operationsOf>[0];
+  checkSpec(spec);
+  const json = JSON.stringify(spec, null, 2) + '\n';
+  // The server reads the JSON: a value it cannot hold (a YAML date) would change on the way.
+  if (!isDeepStrictEqual(JSON.parse(json), spec)) throw new Error('openapi.yaml holds a value JSON cannot (a date?): quote it');
+  const table = operationsOf(spec);
   const types = header + '\n' + astToString(await openapiTS(source, { exportType: false }));
   // The client's view: a field with a default may be left out of a request, so it is
   // optional there (the server's types keep it present, as the validator fills it in).
@@ -192,6 +204,7 @@ async function main(): Promise<void> {
   const files: Record<string, string> = {
     'generated/openapi.ts': types,
     'generated/operations.ts': operationTableSource(table),
+    'generated/openapi.json': json,
     'client/openapi.ts': clientTypes,
   };
 
@@ -205,7 +218,8 @@ async function main(): Promise<void> {
       .map(([name]) => name);
     if (stale.length > 0) problems.push(`Stale: ${stale.join(', ')} no longer match openapi.yaml. Run \`npm run generate\` and commit.`);
     const handlers = planHandlers(table);
-    if (handlers.stubbed.length > 0) problems.push(`No handler: ${handlers.stubbed.join(', ')}. Run \`npm run generate\` for stubs, then implement them.`);
+    if (handlers.stubbed.length > 0)
+      problems.push(`No handler: ${handlers.stubbed.join(', ')}. Run \`npm run generate\` for stubs, then implement them.`);
     if (handlers.stubsLeft.length > 0) problems.push(`Not implemented (501 stubs left): ${handlers.stubsLeft.join(', ')}.`);
     problems.push(...handlers.leftovers);
     if (problems.length > 0) {
@@ -224,7 +238,9 @@ async function main(): Promise<void> {
   const handlers = planHandlers(table);
   for (const [file, text] of handlers.writes) writeFileSync(file, text);
   if (handlers.stubbed.length > 0) {
-    console.log(`Wrote 501 stubs for ${handlers.stubbed.join(', ')} into ${[...handlers.writes.keys()].map((f) => f.slice(root.length + 1)).join(', ')}: implement them`);
+    console.log(
+      `Wrote 501 stubs for ${handlers.stubbed.join(', ')} into ${[...handlers.writes.keys()].map((f) => f.slice(root.length + 1)).join(', ')}: implement them`,
+    );
   }
   if (handlers.stubsLeft.length > 0) console.log(`Still 501 stubs: ${handlers.stubsLeft.join(', ')}`);
   if (handlers.leftovers.length > 0) {

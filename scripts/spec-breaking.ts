@@ -55,7 +55,8 @@ export function addedCorrections(was: readonly Correction[], now: readonly Corre
 type Schema = { required?: string[] };
 const schemaOf = (doc: Document, name: string): Schema | undefined =>
   (doc.components as { schemas?: Record<string, Schema> } | undefined)?.schemas?.[name];
-const sameSet = (a: readonly string[], b: readonly string[]) => a.length === b.length && [...a].sort().join('\n') === [...b].sort().join('\n');
+const sameSet = (a: readonly string[], b: readonly string[]) =>
+  a.length === b.length && [...a].sort().join('\n') === [...b].sort().join('\n');
 
 /**
  * `before` with every correction that this change makes applied to it, and the corrections
@@ -91,7 +92,9 @@ const formatOf = (value: unknown): string | undefined => {
 /** Where a change sits: `GET /pets query ids`, `POST /pets 201 application/json categoryId`. */
 function whereOf(change: IChange): string {
   const [, path, method, ...rest] = change.location.conceptualPath;
-  return [`${String(method).toUpperCase()} ${String(path)}`, ...rest.filter((part) => part !== 'responses' && part !== 'parameters')].join(' ');
+  return [`${String(method).toUpperCase()} ${String(path)}`, ...rest.filter((part) => part !== 'responses' && part !== 'parameters')].join(
+    ' ',
+  );
 }
 
 /**
@@ -137,7 +140,10 @@ async function compare(before: Document, after: Document): Promise<{ breaks: str
   const found: Array<{ where: string; what: string }> = [];
   for (const result of results) {
     if (result.passed || result.exempted) continue;
-    found.push({ where: result.where ?? '', what: (result.error ?? result.name ?? 'breaking change').replace(/ This is a breaking change\.?$/, '') });
+    found.push({
+      where: result.where ?? '',
+      what: (result.error ?? result.name ?? 'breaking change').replace(/ This is a breaking change\.?$/, ''),
+    });
   }
   for (const change of changelog) {
     if (change.changeType !== ChangeType.Changed) continue;
@@ -145,7 +151,8 @@ async function compare(before: Document, after: Document): Promise<{ breaks: str
     const now = formatOf(change.changed.after);
     // Adding a format to a bounded integer (`minimum`/`maximum` inside int32) refuses
     // nothing it accepted, so only a format replaced by another counts.
-    if (was !== undefined && now !== undefined && was !== now) found.push({ where: whereOf(change), what: `format changed from ${was ?? 'none'} to ${now ?? 'none'}` });
+    if (was !== undefined && now !== undefined && was !== now)
+      found.push({ where: whereOf(change), what: `format changed from ${was ?? 'none'} to ${now ?? 'none'}` });
   }
   // A removed operation or status takes its fields with it: name only the removal.
   const removals = found.filter((f) => /cannot remove an operation|must not remove response status code/.test(f.what)).map((f) => f.where);
@@ -168,7 +175,8 @@ async function main(): Promise<void> {
   }
   // npm runs scripts in the package folder: the repository whose history is compared.
   const root = process.cwd();
-  const show = (path: string) => execFileSync('git', ['show', `${ref}:${path}`], { cwd: root, encoding: 'utf8', stdio: ['ignore', 'pipe', 'pipe'] });
+  const show = (path: string) =>
+    execFileSync('git', ['show', `${ref}:${path}`], { cwd: root, encoding: 'utf8', stdio: ['ignore', 'pipe', 'pipe'] });
   let previous: string;
   try {
     previous = show('openapi.yaml');

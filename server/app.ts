@@ -26,10 +26,8 @@ import { createRateLimiters, memoryStores, type RateLimitStoreFactory } from './
 import { createRateLimitStore } from './rate-limit-store';
 import { requestId } from './request-id';
 import { servicePages } from './service-pages';
-import { cacheValidatorRouteMatchers } from './route-matchers';
 import { createSecurityHandlers } from './security';
-import { checkSpec } from './spec-check';
-import { loadSpec, operationsOf, specRouter, type OpenApiDocument } from './spec';
+import { loadSpec, loadSpecYaml, operationsOf, specRouter, type OpenApiDocument } from './spec';
 
 export interface AppOptions {
   /** The database behind the storage port (db/open.ts). */
@@ -48,7 +46,17 @@ export interface AppOptions {
   lifecycle?: Lifecycle;
 }
 
-export function createApp({ storage: given, db, config, spec = loadSpec(), log, handlers, rateLimitStores, lifecycle = createLifecycle() }: AppOptions): Express {
+export function createApp({
+  storage: given,
+  db,
+  config,
+  spec: givenSpec,
+  log,
+  handlers,
+  rateLimitStores,
+  lifecycle = createLifecycle(),
+}: AppOptions): Express {
+  const spec = givenSpec ?? loadSpec();
   const logger = log ?? createLogger(config.logLevel);
   const storage = given ?? (db ? createSqliteStorage(db) : undefined);
   if (!storage) throw new Error('createApp needs a storage (or a SQLite db)');
@@ -98,7 +106,7 @@ export function createApp({ storage: given, db, config, spec = loadSpec(), log, 
   };
   // The contract and /docs, before the validator, which answers 404 for any path the
   // spec does not declare. Their routers are entered only for their own paths.
-  const contract = specRouter(spec);
+  const contract = specRouter(spec, givenSpec ? undefined : loadSpecYaml);
   const docs = createDocsRouter(spec);
   const contractAndDocs: RequestHandler = (req, res, next) => {
     const path = req.path;
@@ -106,12 +114,10 @@ export function createApp({ storage: given, db, config, spec = loadSpec(), log, 
     if (path === '/docs' || path.startsWith('/docs/')) return docs(req, res, next);
     next();
   };
-  cacheValidatorRouteMatchers();
-  // Checked here, before anything listens (server/spec-check.ts), so not again below.
-  checkSpec(spec);
   const validator = OpenApiValidator.middleware({
     // The validator annotates the document it is given; keep ours pristine.
     apiSpec: structuredClone(spec) as never,
+    // Checked by `npm run generate` (scripts/spec-check.ts), not at each start.
     validateApiSpec: false,
     validateRequests: { allowUnknownQueryParameters: false, removeAdditional: false },
     validateResponses: config.validateResponses ? { removeAdditional: false } : false,
@@ -125,31 +131,35 @@ export function createApp({ storage: given, db, config, spec = loadSpec(), log, 
   // The validator matches `/pets/` to `/pets` (and would check its key first); routing is
   // strict, so a trailing slash is an undeclared path whatever the credentials.
   const noTrailingSlash: RequestHandler = (req, _res, next) => {
-    if (req.path.length > 1 && req.path.endsWith('/')) return next(new ApiError('not_found', `Nothing is at ${req.method} ${req.path}`, 404));
+    if (req.path.length > 1 && req.path.endsWith('/'))
+      return next(new ApiError('not_found', `Nothing is at ${req.method} ${req.path}`, 404));
     next();
   };
 
   app.use(
-    inOneLayer([
-      first,
-      // Before anything may refuse the request, so that refusals carry them; a preflight is answered here.
-      browserHeaders(createPathTable(operations), config.corsOrigins),
-      servicePages(spec, { ...defaultHandlers, ...handlers }, ctx),
-      // First, so that every answer of a deprecated operation says so, a 401 or 429 included.
-      deprecationHeaders(operations),
-      limits.perAddress,
-      limits.signups,
-      accessLog(logger),
-      limits.logins,
-      contractAndDocs,
-      canonicalIntegers(operations),
-      ...bodyReader(config.bodyLimitBytes),
-      noTrailingSlash,
-      // The validator's handler type predates Express 5's typings; at run time they match.
-      ...(validator as unknown as RequestHandler[]),
-      limits.perAccount,
-      operationsHandler(operations, { ...defaultHandlers, ...handlers } as never, ctx),
-    ], lifecycle),
+    inOneLayer(
+      [
+        first,
+        // Before anything may refuse the request, so that refusals carry them; a preflight is answered here.
+        browserHeaders(createPathTable(operations), config.corsOrigins),
+        servicePages(spec, { ...defaultHandlers, ...handlers }, ctx),
+        // First, so that every answer of a deprecated operation says so, a 401 or 429 included.
+        deprecationHeaders(operations),
+        limits.perAddress,
+        limits.signups,
+        accessLog(logger),
+        limits.logins,
+        contractAndDocs,
+        canonicalIntegers(operations),
+        ...bodyReader(config.bodyLimitBytes),
+        noTrailingSlash,
+        // The validator's handler type predates Express 5's typings; at run time they match.
+        ...(validator as unknown as RequestHandler[]),
+        limits.perAccount,
+        operationsHandler(operations, { ...defaultHandlers, ...handlers } as never, ctx),
+      ],
+      lifecycle,
+    ),
   );
   app.use((req, _res, next) => next(new ApiError('not_found', `Nothing is at ${req.method} ${req.path}`, 404)));
   app.use(errorMapper(logger));

@@ -42,9 +42,7 @@ function binaryParts(value: number): { mantissa: bigint; exponent: number } {
   const bits = view.getBigUint64(0);
   const biased = Number((bits >> 52n) & 0x7ffn);
   const fraction = bits & ((1n << 52n) - 1n);
-  return biased === 0
-    ? { mantissa: fraction, exponent: -1074 }
-    : { mantissa: fraction | (1n << 52n), exponent: biased - 1075 };
+  return biased === 0 ? { mantissa: fraction, exponent: -1074 } : { mantissa: fraction | (1n << 52n), exponent: biased - 1075 };
 }
 
 /**
@@ -106,10 +104,15 @@ function checkJsonText(text: string): Refusal | null {
       if (text[j] !== ':') continue;
       const name = stringValue(text, start, i);
       const seen = (names[names.length - 1] ??= new Set());
-      if (seen.has(name)) return { code: 'invalid_json', message: `The request body names the member ${JSON.stringify(name.slice(0, 64))} twice in one object` };
+      if (seen.has(name))
+        return {
+          code: 'invalid_json',
+          message: `The request body names the member ${JSON.stringify(name.slice(0, 64))} twice in one object`,
+        };
       seen.add(name);
     } else if (c === '{' || c === '[') {
-      if (names.push(null) > maxDepth) return { code: 'validation_failed', message: `The request body is nested deeper than ${maxDepth} levels` };
+      if (names.push(null) > maxDepth)
+        return { code: 'validation_failed', message: `The request body is nested deeper than ${maxDepth} levels` };
     } else if (c === '}' || c === ']') {
       names.pop();
     } else if (c === '-' || (c !== undefined && c >= '0' && c <= '9')) {
@@ -163,9 +166,7 @@ export function bodyReader(limitBytes: number): RequestHandler[] {
     // Every body this service takes is JSON: any other body is refused whichever
     // operation it was sent to, including those whose body is optional.
     if (!jsonMediaType.test(req.headers['content-type'] ?? '')) {
-      return next(
-        new ApiError('invalid_content_type', 'The request body must be sent with Content-Type: application/json', 400),
-      );
+      return next(new ApiError('invalid_content_type', 'The request body must be sent with Content-Type: application/json', 400));
     }
     const charset = charsetParam.exec(req.headers['content-type'] ?? '')?.[2];
     if (charset !== undefined && charset.toLowerCase() !== 'utf-8' && charset.toLowerCase() !== 'utf8') {
@@ -190,7 +191,9 @@ export function bodyReader(limitBytes: number): RequestHandler[] {
     // JSON.parse turns a `\ud800` escape into a lone surrogate, which is no character.
     const unfit = textProblem(body);
     if (unfit === 'surrogate') {
-      return next(new ApiError('invalid_json', 'The request body holds a lone surrogate (\\uD800-\\uDFFF) escape, which is no character', 400));
+      return next(
+        new ApiError('invalid_json', 'The request body holds a lone surrogate (\\uD800-\\uDFFF) escape, which is no character', 400),
+      );
     }
     if (unfit === 'nul') return next(new ApiError('validation_failed', 'Strings must not contain the character U+0000', 400));
     req.body = body;

@@ -8,12 +8,12 @@
 // primary exits 0 once all have (1 if any did not exit cleanly). A worker that dies on its
 // own is replaced.
 import cluster, { type Worker } from 'node:cluster';
-import { prepareStorage } from '../db/open';
 import type { Config } from './config';
 import type { Logger } from './log';
+import { prepareStorageWhenReachable } from './startup';
 
 export async function startPrimary(config: Config, log: Logger): Promise<void> {
-  const { storage, seeded } = await prepareStorage(config);
+  const { storage, seeded } = await prepareStorageWhenReachable(config, log);
   if (seeded) log.info({ seeded }, 'New database: loaded the demo catalogue');
   // The primary serves nothing: its connection closes before the workers open theirs.
   await storage.close();

@@ -49,25 +49,29 @@ const trustProxy = z
  * browser sends an origin as scheme, host and a port only when it is not the default, in
  * lower case, so an entry written any other way would never match and is refused.
  */
-const corsOrigins = z
-  .string()
-  .transform((value, ctx): string[] => {
-    const entries = value.split(',').map((e) => e.trim()).filter(Boolean);
-    for (const entry of entries) {
-      let origin: string | undefined;
-      try {
-        const url = new URL(entry);
-        origin = url.protocol === 'http:' || url.protocol === 'https:' ? url.origin : undefined;
-      } catch {
-        origin = undefined;
-      }
-      if (origin !== entry) {
-        ctx.addIssue({ code: 'custom', message: `${JSON.stringify(entry)} is not an origin as a browser sends it (scheme://host[:port], lower case, no path)${origin ? `; did you mean ${origin}?` : ''}` });
-        return z.NEVER;
-      }
+const corsOrigins = z.string().transform((value, ctx): string[] => {
+  const entries = value
+    .split(',')
+    .map((e) => e.trim())
+    .filter(Boolean);
+  for (const entry of entries) {
+    let origin: string | undefined;
+    try {
+      const url = new URL(entry);
+      origin = url.protocol === 'http:' || url.protocol === 'https:' ? url.origin : undefined;
+    } catch {
+      origin = undefined;
     }
-    return entries;
-  });
+    if (origin !== entry) {
+      ctx.addIssue({
+        code: 'custom',
+        message: `${JSON.stringify(entry)} is not an origin as a browser sends it (scheme://host[:port], lower case, no path)${origin ? `; did you mean ${origin}?` : ''}`,
+      });
+      return z.NEVER;
+    }
+  }
+  return entries;
+});
 
 const variables = z.object({
   PORT: int(0, 65535).default(3000),
@@ -80,6 +84,8 @@ const variables = z.object({
     .string()
     .regex(/^postgres(ql)?:\/\//, 'must be a postgres:// or postgresql:// URL')
     .optional(),
+  // How long start-up waits for PostgreSQL to answer before giving up (README "Deployment").
+  DATABASE_STARTUP_TIMEOUT_S: int(0, 3_600).default(60),
   WEB_CONCURRENCY: int(1, 64).default(1),
   RATE_LIMIT_PER_MINUTE: int(1, 1_000_000).default(600),
   RATE_LIMIT_PER_ADDRESS_PER_MINUTE: int(1, 10_000_000).optional(),
@@ -118,6 +124,8 @@ const schema = variables
     databaseMaxSizeMb: e.DATABASE_MAX_SIZE_MB,
     /** PostgreSQL instead of databasePath when set. */
     databaseUrl: e.DATABASE_URL,
+    /** Start-up retries an unreachable PostgreSQL for this long, then exits 1. */
+    databaseStartupTimeoutMs: e.DATABASE_STARTUP_TIMEOUT_S * 1000,
     /** Worker processes sharing the port (server/cluster.ts). */
     webConcurrency: e.WEB_CONCURRENCY,
     /** Requests a minute per account, counted after authentication. */

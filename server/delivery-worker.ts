@@ -4,6 +4,7 @@
 // The queue is the messages table, so what is still queued when the process stops is
 // picked up by the next start, by whichever process or instance claims it first
 // (storage.deliverDue claims each message once).
+import { StorageUnavailable } from '../domain/errors';
 import { purgeExpiredKeys } from '../domain/idempotency';
 import type { Storage } from '../domain/storage';
 import type { Config } from './config';
@@ -82,8 +83,10 @@ export function startDeliveryWorker({
       running = current.catch(() => undefined);
       await current;
     } catch (error) {
-      // A busy or failing database must not kill the loop; the next tick retries.
-      log.error({ err: error }, 'message delivery failed');
+      // A busy or failing database must not kill the loop; the next tick retries. An
+      // unreachable database is logged once by the storage, not here every tick.
+      if (error instanceof StorageUnavailable) log.debug({ err: error }, 'message delivery waits for the database');
+      else log.error({ err: error }, 'message delivery failed');
     }
     if (!stopped) schedule();
   };

@@ -93,9 +93,7 @@ export function deprecationHeaders(table: Record<string, OperationEntry>): Reque
       res.setHeader('Deprecation', op.deprecation);
       if (op.sunset) res.setHeader('Sunset', op.sunset);
       if (op.successor) {
-        const target = op.successor.replace(/\{(\w+)\}/g, (_, name: string) =>
-          encodeURIComponent(values[op.params.indexOf(name)] ?? ''),
-        );
+        const target = op.successor.replace(/\{(\w+)\}/g, (_, name: string) => encodeURIComponent(values[op.params.indexOf(name)] ?? ''));
         addLink(res, `<${target}>; rel="successor-version"`);
       }
       return writeHead.apply(this, args);

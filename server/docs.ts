@@ -21,12 +21,7 @@ const DOCS_CONTENT_SECURITY_POLICY = [
 
 // Only the files the page uses: swagger-ui-dist also ships an index.html and an
 // initializer that point at a public demo spec, which we never want to serve.
-const SWAGGER_UI_FILES = new Set([
-  'swagger-ui-bundle.js',
-  'swagger-ui.css',
-  'favicon-16x16.png',
-  'favicon-32x32.png',
-]);
+const SWAGGER_UI_FILES = new Set(['swagger-ui-bundle.js', 'swagger-ui.css', 'favicon-16x16.png', 'favicon-32x32.png']);
 
 const swaggerUiDir = path.dirname(require.resolve('swagger-ui-dist/package.json'));
 const ownAssetsDir = path.join(__dirname, 'docs-assets');
@@ -75,11 +70,7 @@ function titleOf(spec: Record<string, unknown>): string {
 }
 
 function escapeHtml(text: string): string {
-  return text
-    .replace(/&/g, '&amp;')
-    .replace(/</g, '&lt;')
-    .replace(/>/g, '&gt;')
-    .replace(/"/g, '&quot;');
+  return text.replace(/&/g, '&amp;').replace(/</g, '&lt;').replace(/>/g, '&gt;').replace(/"/g, '&quot;');
 }
 
 function renderPage(title: string): string {

@@ -94,7 +94,11 @@ function toApiError(err: unknown, req: Request): ApiError {
     case 404:
       return new ApiError('not_found', `Nothing is at ${req.method} ${req.path}`, 404);
     case 405: {
-      const allow = (e.headers?.Allow ?? '').split(',').map((m) => m.trim().toUpperCase()).filter(Boolean).join(', ');
+      const allow = (e.headers?.Allow ?? '')
+        .split(',')
+        .map((m) => m.trim().toUpperCase())
+        .filter(Boolean)
+        .join(', ');
       return new ApiError('method_not_allowed', `${req.method} is not allowed on ${req.path}; allowed are ${allow}`, 405, {
         Allow: allow,
       });
@@ -141,7 +145,12 @@ export function errorMapper(log: Logger): ErrorRequestHandler {
     if (error.status >= 500 && !(err instanceof StorageUnavailable)) {
       const cause: unknown = error.cause ?? err;
       log.error(
-        { requestId: res.getHeader('X-Request-Id'), method: req.method, path: req.path, err: cause instanceof Error ? cause : new Error(String(cause)) },
+        {
+          requestId: res.getHeader('X-Request-Id'),
+          method: req.method,
+          path: req.path,
+          err: cause instanceof Error ? cause : new Error(String(cause)),
+        },
         'request failed',
       );
     }

@@ -106,17 +106,15 @@ export class InFlight {
 }
 
 export function createHttpServer(app: RequestListener, config: ServerLimits, lifecycle: Lifecycle, log: Logger): HttpService {
-  const server = createServer(
-    {
-      ...messageClasses(app),
-      headersTimeout: config.headersTimeoutMs,
-      requestTimeout: config.requestTimeoutMs,
-      keepAliveTimeout: config.keepAliveTimeoutMs,
-      // How often Node checks the two timeouts above (30 s by default, which would let
-      // a slow client hold a socket up to 30 s past them).
-      connectionsCheckingInterval: Math.min(1_000, Math.ceil(config.headersTimeoutMs / 2)),
-    },
-  );
+  const server = createServer({
+    ...messageClasses(app),
+    headersTimeout: config.headersTimeoutMs,
+    requestTimeout: config.requestTimeoutMs,
+    keepAliveTimeout: config.keepAliveTimeoutMs,
+    // How often Node checks the two timeouts above (30 s by default, which would let
+    // a slow client hold a socket up to 30 s past them).
+    connectionsCheckingInterval: Math.min(1_000, Math.ceil(config.headersTimeoutMs / 2)),
+  });
   // Past this, Node refuses new sockets at once, so a flood of half-open connections
   // cannot exhaust file descriptors while /healthz still answers those already open.
   server.maxConnections = config.maxConnections;

@@ -3,13 +3,14 @@
 // drains (see server/http-server.ts), stops the worker, closes the database and exits 0.
 // With WEB_CONCURRENCY > 1 this process is the cluster's primary (server/cluster.ts).
 import cluster from 'node:cluster';
-import { openStorage, prepareStorage, type ServiceOptions } from '../db/open';
+import { openStorage, type ServiceOptions } from '../db/open';
 import { createApp } from './app';
 import { startPrimary } from './cluster';
 import { ConfigError, loadConfig, type Config } from './config';
 import { startDeliveryWorker, type DeliveryWorker } from './delivery-worker';
 import { createHttpServer, createLifecycle } from './http-server';
 import { createLogger, type Logger } from './log';
+import { prepareStorageWhenReachable, StartupError } from './startup';
 
 async function main(): Promise<void> {
   const config = loadConfig();
@@ -26,8 +27,15 @@ async function main(): Promise<void> {
     },
     onWriteFailure: (err) =>
       err
-        ? log.error({ err: err.cause ?? err }, 'Writes are refused with 503 storage_unavailable: the database cannot store them (disk full or I/O error)')
+        ? log.error(
+            { err: err.cause ?? err },
+            'Writes are refused with 503 storage_unavailable: the database cannot store them (disk full or I/O error)',
+          )
         : log.info('Writes succeed again'),
+    onDatabaseUnreachable: (err) =>
+      err
+        ? log.error({ err: err.cause ?? err }, 'PostgreSQL does not answer: requests are refused with 503 unavailable until it does')
+        : log.info('PostgreSQL answers again'),
   };
   const storage = cluster.isWorker ? openStorage(config, service) : await prepareMigratedStorage(config, log, service);
   const lifecycle = createLifecycle();
@@ -78,12 +86,12 @@ async function main(): Promise<void> {
 }
 
 async function prepareMigratedStorage(config: Config, log: Logger, service: ServiceOptions) {
-  const { storage, seeded } = await prepareStorage(config, service);
+  const { storage, seeded } = await prepareStorageWhenReachable(config, log, service);
   if (seeded) log.info({ seeded }, 'New database: loaded the demo catalogue');
   return storage;
 }
 
 main().catch((error: unknown) => {
-  console.error(error instanceof ConfigError ? error.message : error);
+  console.error(error instanceof ConfigError || error instanceof StartupError ? error.message : error);
   process.exit(1);
 });

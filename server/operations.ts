@@ -14,14 +14,11 @@ import { ApiError } from './errors';
 
 type Op<K extends OperationId> = operations[K];
 type OrEmpty<T> = [T] extends [never] ? Record<string, never> : T;
-type ParamsIn<K extends OperationId, In extends 'path' | 'query' | 'header'> = OrEmpty<
-  NonNullable<Op<K>['parameters'][In]>
->;
+type ParamsIn<K extends OperationId, In extends 'path' | 'query' | 'header'> = OrEmpty<NonNullable<Op<K>['parameters'][In]>>;
 type JsonOf<T> = T extends { content: { 'application/json': infer B } } ? B : never;
-type RequestBody<K extends OperationId> =
-  undefined extends Op<K>['requestBody']
-    ? JsonOf<NonNullable<Op<K>['requestBody']>> | undefined
-    : JsonOf<Op<K>['requestBody']>;
+type RequestBody<K extends OperationId> = undefined extends Op<K>['requestBody']
+  ? JsonOf<NonNullable<Op<K>['requestBody']>> | undefined
+  : JsonOf<Op<K>['requestBody']>;
 
 export interface Input<K extends OperationId> {
   params: ParamsIn<K, 'path'>;
@@ -69,8 +66,7 @@ export function notImplemented<K extends OperationId>(id: K): Handler<K> {
   return Object.assign(handler, { [notImplementedMarker]: true });
 }
 
-export const isNotImplemented = (handler: unknown) =>
-  typeof handler === 'function' && notImplementedMarker in handler;
+export const isNotImplemented = (handler: unknown) => typeof handler === 'function' && notImplementedMarker in handler;
 
 /**
  * Serves every operation from one middleware, after the validator: it has matched the
@@ -91,7 +87,9 @@ export function operationsHandler(
   for (const [id, { method, path }] of Object.entries(operations)) {
     const handler = handlers[id];
     if (!handler || generated[id]?.method !== method || generated[id]?.path !== path) {
-      throw new Error(`Operation ${id} (${method.toUpperCase()} ${path}) has no matching handler: run \`npm run generate\` and implement it`);
+      throw new Error(
+        `Operation ${id} (${method.toUpperCase()} ${path}) has no matching handler: run \`npm run generate\` and implement it`,
+      );
     }
     byId.set(id, handler as unknown as Handler<OperationId>);
   }
@@ -105,7 +103,9 @@ export function operationsHandler(
   };
   const stray = Object.keys(handlers).filter((id) => !operations[id]);
   if (stray.length > 0) {
-    throw new Error(`Handlers with no operation in openapi.yaml: ${stray.join(', ')}. Delete them (the operation was removed from the spec) or restore the operation`);
+    throw new Error(
+      `Handlers with no operation in openapi.yaml: ${stray.join(', ')}. Delete them (the operation was removed from the spec) or restore the operation`,
+    );
   }
   const stubs = Object.keys(operations).filter((id) => isNotImplemented(handlers[id]));
   if (stubs.length > 0) ctx.log.info({ operations: stubs }, 'operations not implemented yet (they answer 501)');

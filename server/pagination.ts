@@ -27,7 +27,8 @@ export function pageRequest(query: { limit?: number; cursor?: string }): PageReq
   // The validator applies the spec's default (components.parameters.Limit) before any
   // handler runs, so openapi.yaml is the one place the page size is written.
   const limit = query.limit;
-  if (limit === undefined) throw new ApiError('internal_error', 'The page size has no default: is Limit.default missing from openapi.yaml?', 500);
+  if (limit === undefined)
+    throw new ApiError('internal_error', 'The page size has no default: is Limit.default missing from openapi.yaml?', 500);
   return { after: decodeCursor(query.cursor), fetch: limit + 1, limit };
 }
 

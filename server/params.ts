@@ -72,7 +72,9 @@ export function canonicalIntegers(operations: Record<string, OperationEntry>): R
       if (given === undefined) continue;
       const texts = (Array.isArray(given) ? given : [given]).flatMap((v) => (kind === 'list' ? textOf(v).split(',') : [textOf(v)]));
       if (!texts.every((text) => canonicalInteger.test(text))) {
-        return next(validationFailed(`request/query/${name} must be ${kind === 'list' ? 'integers' : 'an integer'} written in plain decimal digits`));
+        return next(
+          validationFailed(`request/query/${name} must be ${kind === 'list' ? 'integers' : 'an integer'} written in plain decimal digits`),
+        );
       }
     }
     next();

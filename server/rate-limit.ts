@@ -112,7 +112,11 @@ function limiter(name: RateLimiterName, store: Store, log: Logger, options: Limi
   void store.init?.({ windowMs, limit } as Options);
   const windowSeconds = Math.ceil(windowMs / 1000);
   const policy = `"${name}"; q=${limit}; w=${windowSeconds}; pk=:`;
-  const what = name.startsWith('login') ? 'Too many failed logins' : name === 'signup' ? 'Too many sign-ups from this address' : 'Too many requests';
+  const what = name.startsWith('login')
+    ? 'Too many failed logins'
+    : name === 'signup'
+      ? 'Too many sign-ups from this address'
+      : 'Too many requests';
 
   const decide = (req: Request, res: Response, next: NextFunction, key: string, hit: ClientRateLimitInfo) => {
     const now = Date.now();
@@ -125,7 +129,9 @@ function limiter(name: RateLimiterName, store: Store, log: Logger, options: Limi
       // A request that does not count is taken back once answered, unless its window is over.
       res.once('finish', () => {
         if (counts(res) || Date.now() >= resetAt) return;
-        Promise.resolve(store.decrement(key)).catch((err: unknown) => log.error({ err, limiter: name }, 'rate-limit store failed to take back a hit'));
+        Promise.resolve(store.decrement(key)).catch((err: unknown) =>
+          log.error({ err, limiter: name }, 'rate-limit store failed to take back a hit'),
+        );
       });
     }
     if (hit.totalHits <= limit) return next();
@@ -182,7 +188,12 @@ export interface RateLimiters {
 export function createRateLimiters(
   config: Pick<
     Config,
-    'rateLimitPerMinute' | 'rateLimitPerAddressPerMinute' | 'loginFailuresPerAccount' | 'loginFailuresPerAddress' | 'loginLockoutMs' | 'signupsPerAddressPerHour'
+    | 'rateLimitPerMinute'
+    | 'rateLimitPerAddressPerMinute'
+    | 'loginFailuresPerAccount'
+    | 'loginFailuresPerAddress'
+    | 'loginLockoutMs'
+    | 'signupsPerAddressPerHour'
   >,
   log: Logger,
   stores: RateLimitStoreFactory = memoryStores,

@@ -14,9 +14,7 @@ const touchIntervalMs = 60_000;
 
 function scryptAsync(password: string, salt: Buffer): Promise<Buffer> {
   const { N, r, p, keylen } = scryptParams;
-  return new Promise((resolve, reject) =>
-    scrypt(password, salt, keylen, { N, r, p }, (err, key) => (err ? reject(err) : resolve(key))),
-  );
+  return new Promise((resolve, reject) => scrypt(password, salt, keylen, { N, r, p }, (err, key) => (err ? reject(err) : resolve(key))));
 }
 
 export async function hashPassword(password: string): Promise<string> {
@@ -53,10 +51,7 @@ export function principalOf(req: Request): Principal {
 }
 
 /** The Authorization header, parsed once per request (rate limits and security both read it). */
-export type Credentials =
-  | { scheme: 'bearer'; key: string }
-  | { scheme: 'basic'; email: string; password: string }
-  | { scheme: 'none' };
+export type Credentials = { scheme: 'bearer'; key: string } | { scheme: 'basic'; email: string; password: string } | { scheme: 'none' };
 
 const parsedCredentials = new WeakMap<Request, Credentials>();
 // Exactly `Bearer <key>` or `Basic <base64>`: the scheme in any case, one token, nothing after it.
@@ -105,10 +100,7 @@ export function createSecurityHandlers(repos: Store) {
       const keyHash = hashKey(credentials.key);
       const owner = await failClosed(req, () => repos.apiKeys.findOwnerByHash(keyHash));
       const now = Date.now();
-      const valid =
-        owner !== null &&
-        owner.revokedAt === null &&
-        (owner.expiresAt === null || Date.parse(owner.expiresAt) > now);
+      const valid = owner !== null && owner.revokedAt === null && (owner.expiresAt === null || Date.parse(owner.expiresAt) > now);
       if (!owner || !valid) refuse(req, unauthorized('The API key is not valid'));
       if (!owner.lastUsedAt || now - Date.parse(owner.lastUsedAt) >= touchIntervalMs) {
         // Last-used is a hint: a disk that refuses writes must not refuse the reads of a valid key.

@@ -18,7 +18,7 @@ const servicePaths: Record<string, 'getHealth' | 'getReadiness'> = { '/healthz':
  */
 export function servicePages(spec: OpenApiDocument, table: HandlerTable, ctx: AppContext): RequestHandler {
   // Their answers are still checked against the spec, as the validator checks every other.
-  // The spec itself is checked at start-up (server/spec-check.ts).
+  // The spec itself is checked by `npm run generate` (scripts/spec-check.ts).
   const ajv = new Ajv({ strict: false, validateSchema: false });
   ajv.addSchema({ components: spec.components }, 'spec');
   const conforms = new Map<string, ValidateFunction>();
@@ -33,7 +33,12 @@ export function servicePages(spec: OpenApiDocument, table: HandlerTable, ctx: Ap
 
   // Only the probes themselves take the async path: every other request passes by
   // without a promise.
-  const answer = async (operation: 'getHealth' | 'getReadiness', conformsTo: ValidateFunction, url: string, res: Parameters<RequestHandler>[1]) => {
+  const answer = async (
+    operation: 'getHealth' | 'getReadiness',
+    conformsTo: ValidateFunction,
+    url: string,
+    res: Parameters<RequestHandler>[1],
+  ) => {
     const input = { params: {}, query: {}, headers: {}, body: undefined, url } as never;
     const result = (await table[operation](input, ctx)) as { status: number; body?: unknown };
     if (ctx.config.validateResponses && (result.status !== 200 || !conformsTo(result.body))) {

@@ -1,45 +1,36 @@
-import { createHash } from 'node:crypto';
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { isDeepStrictEqual } from 'node:util';
 import { Router } from 'express';
-import { parse, stringify } from 'yaml';
-import { cacheFolder, writeCacheFile } from './start-cache.cjs';
 
 export type OpenApiDocument = {
   paths: Record<string, Record<string, { operationId?: string } & Record<string, unknown>>>;
 } & Record<string, unknown>;
 
-export const specPath = join(__dirname, '..', 'openapi.yaml');
-
-// Parsing the YAML took about a third of a second of every start; its JSON, keyed by a
-// hash of the file's text, parses in under a millisecond. A changed file has another
-// hash, so a stale copy is never read; a missing or unwritable cache only costs time.
-const cacheDir = cacheFolder('petstore-spec');
-
-export function loadSpec(path: string = specPath): OpenApiDocument {
-  const text = readFileSync(path, 'utf8');
-  const cached = join(cacheDir, `${createHash('sha256').update(text).digest('hex')}.json`);
-  try {
-    return JSON.parse(readFileSync(cached, 'utf8')) as OpenApiDocument;
-  } catch {
-    // Not cached yet (or unreadable): parse the YAML.
-  }
-  const spec = parse(text) as OpenApiDocument;
-  const json = JSON.stringify(spec);
-  // Only a document that JSON holds exactly (no dates or other YAML-only values) is cached.
-  if (isDeepStrictEqual(JSON.parse(json), spec)) writeCacheFile(cached, json);
-  return spec;
+/**
+ * openapi.yaml as JSON, written by `npm run generate` (and checked by generate:check):
+ * parsing the YAML at every start took about a third of it. A fresh copy on each call.
+ */
+export function loadSpec(): OpenApiDocument {
+  return JSON.parse(readFileSync(join(__dirname, '..', 'generated', 'openapi.json'), 'utf8')) as OpenApiDocument;
 }
 
-/** /openapi.yaml and /openapi.json: the contract this instance serves, with no key needed. */
-export function specRouter(spec: OpenApiDocument): Router {
+/** openapi.yaml as written, comments and all (`npm run build` copies it beside dist/). */
+export function loadSpecYaml(): string {
+  return readFileSync(join(__dirname, '..', 'openapi.yaml'), 'utf8');
+}
+
+/**
+ * /openapi.yaml and /openapi.json: the contract this instance serves, with no key needed.
+ * `readYaml` gives openapi.yaml itself; a spec given in code (tests) is served as its JSON
+ * text, which is YAML too. Both are read on first request, not at start-up.
+ */
+export function specRouter(spec: OpenApiDocument, readYaml?: () => string): Router {
   const router = Router({ caseSensitive: true, strict: true });
-  // Rendered on first request, not at start-up (YAML rendering is slow).
   let json: string | undefined;
   let yamlText: string | undefined;
-  router.get('/openapi.json', (_req, res) => void res.type('application/json').send((json ??= JSON.stringify(spec, null, 2))));
-  router.get('/openapi.yaml', (_req, res) => void res.type('application/yaml').send((yamlText ??= stringify(spec))));
+  const jsonText = () => (json ??= JSON.stringify(spec, null, 2));
+  router.get('/openapi.json', (_req, res) => void res.type('application/json').send(jsonText()));
+  router.get('/openapi.yaml', (_req, res) => void res.type('application/yaml').send((yamlText ??= readYaml ? readYaml() : jsonText())));
   return router;
 }
 
@@ -121,7 +112,13 @@ export function operationsOf(doc: { paths: Record<string, unknown> } & Record<st
   };
   // A YAML date (2026-01-15) may arrive as a Date; keep the text the spec author wrote.
   const text = (value: unknown) =>
-    value === undefined ? undefined : value instanceof Date ? value.toISOString() : typeof value === 'string' ? value : JSON.stringify(value);
+    value === undefined
+      ? undefined
+      : value instanceof Date
+        ? value.toISOString()
+        : typeof value === 'string'
+          ? value
+          : JSON.stringify(value);
 
   const table: Record<string, OperationEntry> = {};
   for (const [path, item] of Object.entries(doc.paths)) {

@@ -39,10 +39,10 @@ describe('credentials per request', () => {
     const spy = jest.spyOn(crypto, 'createHash').mockImplementation((...args: Parameters<typeof createHash>) => {
       const hash = createHash(...args);
       const update = hash.update.bind(hash);
-      hash.update = ((data: unknown, ...rest: never[]) => {
+      hash.update = (data: unknown, ...rest: never[]) => {
         hashed.push(data);
         return (update as (...args: unknown[]) => crypto.Hash)(data, ...rest);
-      });
+      };
       return hash;
     });
     try {

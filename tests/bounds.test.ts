@@ -46,7 +46,11 @@ describe('POST /accounts: sign-ups per client address', () => {
     const taken = uniqueEmail('taken');
     expect((await signUp(t, undefined, taken)).status).toBe(201);
     for (let i = 0; i < 4; i++) expectError(await signUp(t, undefined, taken), 409, 'conflict');
-    expectError(await request(t.app).post('/accounts').set('X-Forwarded-For', '198.51.100.9').send({ email: 'not an email', password }), 400, 'validation_failed');
+    expectError(
+      await request(t.app).post('/accounts').set('X-Forwarded-For', '198.51.100.9').send({ email: 'not an email', password }),
+      400,
+      'validation_failed',
+    );
     for (let i = 0; i < 5; i++) await request(t.app).get('/pets').set('X-Forwarded-For', '198.51.100.9');
     expect((await signUp(t)).status).toBe(201);
     expect((await signUp(t)).status).toBe(201);
@@ -67,7 +71,9 @@ describe('POST /accounts: sign-ups per client address', () => {
       // Two apps as two worker processes would have them: each its own connection to one file
       // (or one PostgreSQL database), with the counters in it.
       const first = testDatabaseUrl ? setupApp({ env: shared }) : setupApp({ env: shared, databasePath: join(dir, 'db.sqlite') });
-      const second = testDatabaseUrl ? setupApp({ env: shared, storage: first.storage }) : setupApp({ env: shared, databasePath: join(dir, 'db.sqlite') });
+      const second = testDatabaseUrl
+        ? setupApp({ env: shared, storage: first.storage })
+        : setupApp({ env: shared, databasePath: join(dir, 'db.sqlite') });
       expect((await signUp(first)).status).toBe(201);
       expect((await signUp(second)).status).toBe(201);
       expect((await signUp(first)).status).toBe(201);
@@ -113,7 +119,13 @@ describe('POST /api-keys: active keys per account', () => {
     const t = setupApp({ env });
     const me = await customer(t.app);
     for (let i = 0; i < 61; i++) {
-      await t.storage.insertApiKey({ accountId: me.accountId, keyHash: `seeded-${me.accountId}-${i}`, prefix: 'ps_live_', lastFour: 'abcd', createdAt: new Date().toISOString() });
+      await t.storage.insertApiKey({
+        accountId: me.accountId,
+        keyHash: `seeded-${me.accountId}-${i}`,
+        prefix: 'ps_live_',
+        lastFour: 'abcd',
+        createdAt: new Date().toISOString(),
+      });
     }
     const listed = await request(t.app).get('/api-keys?limit=100').set(me.auth);
     expect(listed.status).toBe(200);
@@ -142,7 +154,9 @@ describe('POST /api-keys: active keys per account', () => {
     const me = await customer(t.app);
     const store = createStore(t.storage, { activeApiKeysPerAccount: 5, queuedMessagesPerAccount: 1 });
     const outcomes = await Promise.allSettled(
-      Array.from({ length: 12 }, (_, i) => store.apiKeys.create({ accountId: me.accountId, keyHash: `at-once-${me.accountId}-${i}`, prefix: 'ps_live_', lastFour: 'abcd' })),
+      Array.from({ length: 12 }, (_, i) =>
+        store.apiKeys.create({ accountId: me.accountId, keyHash: `at-once-${me.accountId}-${i}`, prefix: 'ps_live_', lastFour: 'abcd' }),
+      ),
     );
     expect(outcomes.filter((o) => o.status === 'fulfilled')).toHaveLength(4);
     for (const o of outcomes) if (o.status === 'rejected') expect(o.reason).toMatchObject({ code: 'api_key_limit_reached' });

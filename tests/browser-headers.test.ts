@@ -16,7 +16,11 @@ describe('X-Content-Type-Options: nosniff', () => {
   it.each([
     ['an operation', (t: TestApp) => request(t.app).get('/pets').set(me.auth), 200],
     ['a 401', (t: TestApp) => request(t.app).get('/pets'), 401],
-    ['a body refused before the validator', (t: TestApp) => request(t.app).post('/categories').set(me.auth).set('Content-Type', 'application/json').send('{"a":'), 400],
+    [
+      'a body refused before the validator',
+      (t: TestApp) => request(t.app).post('/categories').set(me.auth).set('Content-Type', 'application/json').send('{"a":'),
+      400,
+    ],
     ['an unknown path', (t: TestApp) => request(t.app).get('/nowhere'), 404],
     ['an undeclared method', (t: TestApp) => request(t.app).patch('/pets'), 405],
     ['a probe', (t: TestApp) => request(t.app).get('/healthz'), 200],
@@ -41,7 +45,11 @@ describe('Cache-Control: no-store', () => {
     ['its 401', () => request(t.app).get('/api-keys'), 401],
     ['a 403', () => request(t.app).post('/categories').set(me.auth).send({ name: 'Nope' }), 403],
     ['a 404 of a resource', () => request(t.app).get('/store/orders/999999').set(me.auth), 404],
-    ['a body refused before the validator', () => request(t.app).post('/messages').set(me.auth).set('Content-Type', 'application/json').send('{"message":"a","message":"b"}'), 400],
+    [
+      'a body refused before the validator',
+      () => request(t.app).post('/messages').set(me.auth).set('Content-Type', 'application/json').send('{"message":"a","message":"b"}'),
+      400,
+    ],
     ['the HTTP Basic operation', () => request(t.app).post('/api-keys').auth(me.email, password), 201],
     ['its 401', () => request(t.app).post('/api-keys').auth(me.email, 'wrong password'), 401],
     ['a HEAD', () => request(t.app).head('/pets').set(me.auth), 200],
@@ -60,7 +68,14 @@ describe('Cache-Control: no-store', () => {
   });
 
   it.each([
-    ['the public sign-up', () => request(t.app).post('/accounts').send({ email: uniqueEmail('public'), password }), 201],
+    [
+      'the public sign-up',
+      () =>
+        request(t.app)
+          .post('/accounts')
+          .send({ email: uniqueEmail('public'), password }),
+      201,
+    ],
     ['a probe', () => request(t.app).get('/healthz'), 200],
     ['an unknown path', () => request(t.app).get('/nowhere'), 404],
   ] as const)('is not on %s, which takes no credentials', async (_what, send, status) => {
@@ -109,7 +124,16 @@ describe('CORS', () => {
       expect(res.headers['vary']).toMatch(/\bOrigin\b/);
       const exposed = (res.headers['access-control-expose-headers'] ?? '').split(/,\s*/);
       expect(exposed).toEqual(
-        expect.arrayContaining(['Location', 'RateLimit', 'RateLimit-Policy', 'Retry-After', 'X-Request-Id', 'Link', 'Deprecation', 'Sunset']),
+        expect.arrayContaining([
+          'Location',
+          'RateLimit',
+          'RateLimit-Policy',
+          'Retry-After',
+          'X-Request-Id',
+          'Link',
+          'Deprecation',
+          'Sunset',
+        ]),
       );
     });
 
@@ -130,7 +154,7 @@ describe('CORS', () => {
       expect(Number(res.headers['access-control-max-age'])).toBeGreaterThan(0);
     });
 
-    it('reads each path\'s methods from the spec', async () => {
+    it("reads each path's methods from the spec", async () => {
       const spec = loadSpec();
       const methods = ['get', 'put', 'post', 'delete', 'patch'];
       for (const [template, item] of Object.entries(spec.paths)) {
@@ -165,15 +189,22 @@ describe('CORS', () => {
     });
   });
 
-  it.each(['*', 'app.example.com', 'https://app.example.com/', 'https://app.example.com/path', 'ftp://files.example.com', 'https://App.example.com'])(
-    'refuses CORS_ORIGINS=%s at start-up: not an origin as a browser sends it',
-    (value) => {
-      expect(() => loadConfig({ CORS_ORIGINS: value })).toThrow(/CORS_ORIGINS/);
-    },
-  );
+  it.each([
+    '*',
+    'app.example.com',
+    'https://app.example.com/',
+    'https://app.example.com/path',
+    'ftp://files.example.com',
+    'https://App.example.com',
+  ])('refuses CORS_ORIGINS=%s at start-up: not an origin as a browser sends it', (value) => {
+    expect(() => loadConfig({ CORS_ORIGINS: value })).toThrow(/CORS_ORIGINS/);
+  });
 
   it('takes a comma-separated list of exact origins, none by default', () => {
     expect(loadConfig({}).corsOrigins).toEqual([]);
-    expect(loadConfig({ CORS_ORIGINS: 'https://a.example, http://localhost:8080' }).corsOrigins).toEqual(['https://a.example', 'http://localhost:8080']);
+    expect(loadConfig({ CORS_ORIGINS: 'https://a.example, http://localhost:8080' }).corsOrigins).toEqual([
+      'https://a.example',
+      'http://localhost:8080',
+    ]);
   });
 });

@@ -113,7 +113,9 @@ describe('categories', () => {
       expect(first.body).toHaveLength(2);
       const next = nextPage(first);
       expect(next).toBeDefined();
-      const second = await request(t.app).get(next ?? '').set(buyer.auth);
+      const second = await request(t.app)
+        .get(next ?? '')
+        .set(buyer.auth);
       expect(second.body[0].id).toBeGreaterThan(first.body[1].id);
     });
   });

@@ -6,7 +6,7 @@ import { cpSync, mkdtempSync, readFileSync, rmSync, symlinkSync, writeFileSync }
 import { tmpdir } from 'node:os';
 import { join, relative } from 'node:path';
 import { promisify } from 'node:util';
-import { repoRoot, startServer } from './server-process';
+import { repoRoot, startServer } from '../scripts/server-process';
 
 const readme = readFileSync(join(repoRoot, 'docs', 'contract.md'), 'utf8');
 
@@ -43,14 +43,19 @@ describe('docs/contract.md "Changing the contract", on a copy of the project', (
       (error: { code: number; stdout: string; stderr: string }) => ({ code: error.code, out: error.stdout + error.stderr }),
     );
 
-  /** A fresh server on the copy: a customer's GET of the new operation, and the same pets through GET /pets. */
+  /** A fresh server on the copy, built as `npm start` builds it: a customer's GET of the new operation, and the same pets through GET /pets. */
   async function callNewOperation(categoryId: number) {
+    expect(await run('npm', 'run', '--silent', 'build')).toMatchObject({ code: 0 });
     const server = await startServer({ DATABASE_PATH: join(dir, `petstore-${Date.now()}.db`) }, 60_000, dir);
     try {
       const email = `loop-${Date.now()}@example.com`;
       const password = 'correct horse battery staple';
       const post = (path: string, headers: Record<string, string>, body: unknown) =>
-        fetch(`${server.url}${path}`, { method: 'POST', headers: { 'Content-Type': 'application/json', ...headers }, body: JSON.stringify(body) });
+        fetch(`${server.url}${path}`, {
+          method: 'POST',
+          headers: { 'Content-Type': 'application/json', ...headers },
+          body: JSON.stringify(body),
+        });
       expect((await post('/accounts', {}, { email, password })).status).toBe(201);
       const basic = `Basic ${Buffer.from(`${email}:${password}`).toString('base64')}`;
       const { key } = (await (await post('/api-keys', { Authorization: basic }, {})).json()) as { key: string };
@@ -59,7 +64,12 @@ describe('docs/contract.md "Changing the contract", on a copy of the project', (
         const body: unknown = await res.json();
         return { status: res.status, body };
       };
-      return { answer: await get(`/categories/${categoryId}/pets`), viaPets: await get(`/pets?categoryId=${categoryId}`), missing: await get('/categories/987654/pets'), log: server.log() };
+      return {
+        answer: await get(`/categories/${categoryId}/pets`),
+        viaPets: await get(`/pets?categoryId=${categoryId}`),
+        missing: await get('/categories/987654/pets'),
+        log: server.log(),
+      };
     } finally {
       await server.stop();
     }
@@ -87,7 +97,10 @@ describe('docs/contract.md "Changing the contract", on a copy of the project', (
     writeFileSync(join(dir, 'openapi.yaml'), spec.replace('\npaths:\n', `\npaths:\n${operation}`));
 
     // 1-2: the operation, then generate: a stub and nothing else changed.
-    expect(await run('npm', 'run', 'generate')).toEqual({ code: 0, out: expect.stringContaining('Wrote 501 stubs for listCategoryPets into handlers/categories.ts') });
+    expect(await run('npm', 'run', 'generate')).toEqual({
+      code: 0,
+      out: expect.stringContaining('Wrote 501 stubs for listCategoryPets into handlers/categories.ts'),
+    });
     const module = readFileSync(join(dir, 'handlers/categories.ts'), 'utf8');
     expect(module).toContain(stub);
     // Existing code is kept: the module as it was, plus an import and the stub.
@@ -98,10 +111,16 @@ describe('docs/contract.md "Changing the contract", on a copy of the project', (
       ...stub.split('\n').filter((line) => line.trim() !== ''),
     ]);
 
-    expect(await run('npm', 'run', 'generate:check')).toEqual({ code: 1, out: expect.stringContaining('Not implemented (501 stubs left): listCategoryPets.') });
+    expect(await run('npm', 'run', 'generate:check')).toEqual({
+      code: 1,
+      out: expect.stringContaining('Not implemented (501 stubs left): listCategoryPets.'),
+    });
 
     const stubbed = await callNewOperation(1);
-    expect(stubbed.answer).toEqual({ status: 501, body: { code: 'not_implemented', message: expect.stringContaining('listCategoryPets'), status: 501 } });
+    expect(stubbed.answer).toEqual({
+      status: 501,
+      body: { code: 'not_implemented', message: expect.stringContaining('listCategoryPets'), status: 501 },
+    });
     expect(stubbed.log).toMatch(/"operations":\["listCategoryPets"\].*operations not implemented yet/);
 
     // 3: the handler in place of the stub.
@@ -121,7 +140,9 @@ describe('docs/contract.md "Changing the contract", on a copy of the project', (
     writeFileSync(join(dir, 'openapi.yaml'), grown.replace(operation, ''));
     expect(await run('npm', 'run', 'generate')).toEqual({
       code: 1,
-      out: expect.stringContaining('handlers/categories.ts: listCategoryPets has no operation in openapi.yaml any more; delete the handler'),
+      out: expect.stringContaining(
+        'handlers/categories.ts: listCategoryPets has no operation in openapi.yaml any more; delete the handler',
+      ),
     });
   });
 });

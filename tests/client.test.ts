@@ -6,7 +6,7 @@ import type { AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { example } from '../client/example';
-import { startServer, type ServerProcess } from './server-process';
+import { startServer, type ServerProcess } from '../scripts/server-process';
 
 describe('client/example.ts against a real server', () => {
   let dir: string;
@@ -35,13 +35,19 @@ describe('client/example.ts against a service that leaves out an optional Order 
   // needs and fails saying so, where a `!` would have sent GET /store/orders/undefined.
   const answers: Record<string, [number, unknown]> = {
     'POST /accounts': [201, { id: 1, email: 'a@example.com', role: 'customer', createdAt: '2026-01-01T00:00:00.000Z' }],
-    'POST /api-keys': [201, { id: 1, key: `ps_live_${'a'.repeat(43)}`, prefix: 'ps_live_', lastFour: 'aaaa', createdAt: '2026-01-01T00:00:00.000Z' }],
+    'POST /api-keys': [
+      201,
+      { id: 1, key: `ps_live_${'a'.repeat(43)}`, prefix: 'ps_live_', lastFour: 'aaaa', createdAt: '2026-01-01T00:00:00.000Z' },
+    ],
     'GET /store/inventory': [200, [{ petId: 1, quantity: 5, status: 'available' }]],
     'GET /pets': [200, [{ id: 1, name: 'Rex', categoryId: 1 }]],
     'POST /store/orders': [201, { petId: 1, quantity: 1, complete: false }],
   };
   const server = createServer((req, res) => {
-    const [status, body] = answers[`${req.method} ${(req.url ?? '').split('?')[0]}`] ?? [404, { code: 'not_found', message: 'Not found', status: 404 }];
+    const [status, body] = answers[`${req.method} ${(req.url ?? '').split('?')[0]}`] ?? [
+      404,
+      { code: 'not_found', message: 'Not found', status: 404 },
+    ];
     req.resume();
     res.writeHead(status, { 'Content-Type': 'application/json' }).end(JSON.stringify(body));
   });
@@ -51,7 +57,9 @@ describe('client/example.ts against a service that leaves out an optional Order 
   it('fails clearly on an order without an id, after listing a pet without a status', async () => {
     const lines: string[] = [];
     const { port } = server.address() as AddressInfo;
-    await expect(example(`http://127.0.0.1:${port}`, (line) => lines.push(line))).rejects.toThrow('order: the placed order came back without an id');
+    await expect(example(`http://127.0.0.1:${port}`, (line) => lines.push(line))).rejects.toThrow(
+      'order: the placed order came back without an id',
+    );
     expect(lines).toEqual(['pet 1: Rex (no status given)']);
   });
 });

@@ -34,7 +34,9 @@ describe('/docs/assets', () => {
 
   it('answers a matching If-None-Match with 304 and no body', async () => {
     const first = await request(t.app).get('/docs/assets/docs.css');
-    const res = await request(t.app).get('/docs/assets/docs.css').set('If-None-Match', first.headers.etag as string);
+    const res = await request(t.app)
+      .get('/docs/assets/docs.css')
+      .set('If-None-Match', first.headers.etag as string);
     expect(res.status).toBe(304);
     expect(res.text ?? '').toBe('');
   });

@@ -29,6 +29,8 @@ describe('configuration', () => {
   it('documents every variable in the README configuration table', () => {
     const readme = readFileSync(join(__dirname, '..', 'README.md'), 'utf8');
     expect(configVariables.filter((name) => !readme.includes(`| \`${name}\` |`))).toEqual([]);
-    expect(configVariables).toEqual(expect.arrayContaining(['MAX_CONNECTIONS', 'HEADERS_TIMEOUT_MS', 'REQUEST_TIMEOUT_MS', 'KEEP_ALIVE_TIMEOUT_MS']));
+    expect(configVariables).toEqual(
+      expect.arrayContaining(['MAX_CONNECTIONS', 'HEADERS_TIMEOUT_MS', 'REQUEST_TIMEOUT_MS', 'KEEP_ALIVE_TIMEOUT_MS']),
+    );
   });
 });

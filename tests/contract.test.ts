@@ -67,7 +67,10 @@ describe('contract suite: generation', () => {
       } catch {
         continue; // malformed JSON is refused before any schema
       }
-      expect({ label, accepted: validator.validate('#/components/schemas/NewPet', parsed).length === 0 }).toEqual({ label, accepted: false });
+      expect({ label, accepted: validator.validate('#/components/schemas/NewPet', parsed).length === 0 }).toEqual({
+        label,
+        accepted: false,
+      });
     }
   });
 });
@@ -82,11 +85,17 @@ describe('contract suite: checks', () => {
       const request = { method: 'GET', path: '/api-keys', headers: {} };
       const response = await client.send(request);
       const op = trimmed.find('get', '/api-keys')!;
-      const failures = check({ opId: op.id, op, label: 'no key', expect: { kind: 'valid' }, request, response }, trimmed, new ResponseValidator(trimmed));
+      const failures = check(
+        { opId: op.id, op, label: 'no key', expect: { kind: 'valid' }, request, response },
+        trimmed,
+        new ResponseValidator(trimmed),
+      );
       expect(failures).toEqual([expect.stringContaining('status 401 is not documented for listApiKeys')]);
       // The same answer passes against the real contract.
       const real = contract.find('get', '/api-keys')!;
-      expect(check({ opId: real.id, op: real, label: 'no key', expect: { kind: 'valid' }, request, response }, contract, validator)).toEqual([]);
+      expect(
+        check({ opId: real.id, op: real, label: 'no key', expect: { kind: 'valid' }, request, response }, contract, validator),
+      ).toEqual([]);
     } finally {
       client.close();
       server.close();
@@ -102,7 +111,10 @@ describe('contract suite: checks', () => {
 
 describe('contract suite: a whole run', () => {
   /** The label of a request that failed and that fast-check shrank. */
-  const shrunk = (label: string) => expect.stringMatching(new RegExp(`^${label}, shrunk by fast-check to the smallest failing request \\(\\d+ steps; fast-check seed \\d+, path [\\d:]+\\)$`));
+  const shrunk = (label: string) =>
+    expect.stringMatching(
+      new RegExp(`^${label}, shrunk by fast-check to the smallest failing request \\(\\d+ steps; fast-check seed \\d+, path [\\d:]+\\)$`),
+    );
 
   it('shrinks a failing valid request to the smallest one that still fails', async () => {
     // A list that breaks its documented shape only when asked for pages of 3 or more.
@@ -176,7 +188,13 @@ describe('contract suite: a whole run', () => {
         } catch {
           body = undefined;
         }
-        if (req.method === 'POST' && req.url === '/categories' && body?.unexpectedProperty !== undefined && typeof body.name === 'string' && [...body.name].length >= 5) {
+        if (
+          req.method === 'POST' &&
+          req.url === '/categories' &&
+          body?.unexpectedProperty !== undefined &&
+          typeof body.name === 'string' &&
+          [...body.name].length >= 5
+        ) {
           res.writeHead(200, { 'Content-Type': 'application/json' }).end('{}');
           return;
         }
@@ -217,7 +235,9 @@ describe('contract suite: a whole run', () => {
       const result = await runAgainst(t, client, { seed: 42, runs: 1 });
       const broken = result.exchanges.filter((e) => e.opId === 'getHealth' && e.failures.length > 0);
       expect(broken.length).toBeGreaterThan(0);
-      expect(broken[0]!.failures.join('\n')).toMatch(/does not match the documented schema.*must NOT have additional properties "uptimeSeconds"/);
+      expect(broken[0]!.failures.join('\n')).toMatch(
+        /does not match the documented schema.*must NOT have additional properties "uptimeSeconds"/,
+      );
       const printed = formatFailure(broken[0]!, 'Reproduce with: npm run test:contract -- --seed 42');
       expect(printed).toContain('request:  GET /healthz');
       expect(printed).toContain('Reproduce with: npm run test:contract -- --seed 42');

@@ -6,7 +6,7 @@
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { eventually, startServer, type ServerProcess } from './server-process';
+import { eventually, startServer, type ServerProcess } from '../scripts/server-process';
 import { allKinds, call, databaseWithAdmin, loadEnv, setUp, storedRows, writeLoad } from './write-load';
 
 const dir = mkdtempSync(join(tmpdir(), 'petstore-durability-'));

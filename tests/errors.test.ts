@@ -87,7 +87,9 @@ describe('errors', () => {
     });
 
     it('answers a 70 KiB body with 413 whatever its content type', async () => {
-      const res = await post().set('Content-Type', 'text/plain').send('y'.repeat(70 * 1024));
+      const res = await post()
+        .set('Content-Type', 'text/plain')
+        .send('y'.repeat(70 * 1024));
       expectError(res, 413, 'payload_too_large');
     });
 
@@ -161,7 +163,7 @@ describe('errors', () => {
       expect(res.headers['x-powered-by']).toBeUndefined();
     });
 
-    it("echoes a sane client X-Request-Id and replaces an insane one", async () => {
+    it('echoes a sane client X-Request-Id and replaces an insane one', async () => {
       const sane = await request(t.app).get('/nowhere').set('X-Request-Id', 'trace-42.a:b');
       expect(sane.headers['x-request-id']).toBe('trace-42.a:b');
       const insane = await request(t.app).get('/healthz').set('X-Request-Id', 'a b<script>');

@@ -1,11 +1,12 @@
 // docs/decisions.md, Running it: `npm start` on a brand-new database migrates it, loads a small
 // demo catalogue (never into an existing database), and logs where /docs is.
-import { mkdtempSync, rmSync } from 'node:fs';
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import Database from 'better-sqlite3';
+import { parse } from 'yaml';
 import { password, uniqueEmail } from './helpers';
-import { startServer, type ServerProcess } from './server-process';
+import { repoRoot, startServer, type ServerProcess } from '../scripts/server-process';
 
 const json = { 'Content-Type': 'application/json' };
 
@@ -15,7 +16,9 @@ async function signUp(server: ServerProcess): Promise<{ Authorization: string }>
   const created = await fetch(`${server.url}/accounts`, { method: 'POST', headers: json, body: JSON.stringify({ email, password }) });
   expect(created.status).toBe(201);
   const basic = `Basic ${Buffer.from(`${email}:${password}`).toString('base64')}`;
-  const { key } = (await (await fetch(`${server.url}/api-keys`, { method: 'POST', headers: { Authorization: basic } })).json()) as { key: string };
+  const { key } = (await (await fetch(`${server.url}/api-keys`, { method: 'POST', headers: { Authorization: basic } })).json()) as {
+    key: string;
+  };
   return { Authorization: `Bearer ${key}` };
 }
 
@@ -58,6 +61,10 @@ describe('the first run', () => {
     const docs = await fetch(docsUrl);
     expect(docs.status).toBe(200);
     expect(docs.headers.get('content-type')).toMatch(/^text\/html/);
+    // The contract as written, comments and all, and as JSON parsed from the same text.
+    const yamlText = await (await fetch(`${server.url}/openapi.yaml`)).text();
+    expect(yamlText).toBe(readFileSync(join(repoRoot, 'openapi.yaml'), 'utf8'));
+    expect(await (await fetch(`${server.url}/openapi.json`)).json()).toEqual(parse(yamlText));
 
     const auth = await signUp(server);
     const categories = await getJson<Array<{ name: string }>>(server, '/categories', auth);

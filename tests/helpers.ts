@@ -19,7 +19,11 @@ import { registerAccount } from '../handlers/accounts';
 import { createLogger, type Logger } from '../server/log';
 
 /** A logger whose JSON lines the test can read back. */
-export function captureLog(level: Config['logLevel'] = 'debug'): { log: Logger; lines: () => Array<Record<string, unknown>>; text: () => string } {
+export function captureLog(level: Config['logLevel'] = 'debug'): {
+  log: Logger;
+  lines: () => Array<Record<string, unknown>>;
+  text: () => string;
+} {
   const written: string[] = [];
   const log = createLogger(level, { write: (line: string) => void written.push(line) });
   return {
@@ -115,7 +119,10 @@ export function testStorage(databasePath?: string, given?: Db): { storage: Stora
     const query: TestApp['query'] = async (text, ...params) => {
       const { db } = await ready;
       let n = 0;
-      const result = await db.$client.query(text.replace(/\?/g, () => `$${++n}`), params);
+      const result = await db.$client.query(
+        text.replace(/\?/g, () => `$${++n}`),
+        params,
+      );
       return result.rows;
     };
     return { storage, query };
@@ -135,7 +142,9 @@ export function testStorage(databasePath?: string, given?: Db): { storage: Stora
 /** A fresh app on a fresh database (see testStorage), or on the SQLite `db` given. */
 export function setupApp(options: Partial<AppOptions> & { databasePath?: string; env?: Record<string, string> } = {}): TestApp {
   const config = options.config ?? testConfig(options.env);
-  const { storage, query } = options.storage ? { storage: options.storage, query: undefined } : testStorage(options.databasePath, options.db);
+  const { storage, query } = options.storage
+    ? { storage: options.storage, query: undefined }
+    : testStorage(options.databasePath, options.db);
   const { db: _sqlite, ...rest } = options;
   const app = createApp({ ...rest, storage, config });
   return {
@@ -233,8 +242,7 @@ export async function createPet(
 }
 
 /** The next page's path from a list response's `Link: <...>; rel="next"`; undefined on the last page. */
-export const nextPage = (res: request.Response): string | undefined =>
-  /<([^>]+)>;\s*rel="next"/.exec(res.headers.link ?? '')?.[1];
+export const nextPage = (res: request.Response): string | undefined => /<([^>]+)>;\s*rel="next"/.exec(res.headers.link ?? '')?.[1];
 
 /**
  * POSTs a byte body with no Content-Type header at all, over a real loopback server:

@@ -6,7 +6,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import type { ServerResponse } from 'node:http';
 import { InFlight } from '../server/http-server';
-import { eventually, startServer, type ServerProcess } from './server-process';
+import { eventually, startServer, type ServerProcess } from '../scripts/server-process';
 
 interface RawResponse {
   status: number;
@@ -54,7 +54,12 @@ describe("requests Node's parser refuses", () => {
     ['a malformed request line', 'GET /healthz HTTP/1.1 extra\r\nHost: x\r\n\r\n', 400, 'bad_request'],
     ['bare LF line ends', 'GET /healthz HTTP/1.1\nHost: x\n\n', 400, 'bad_request'],
     ['a folded header', 'GET /healthz HTTP/1.1\r\nHost: x\r\nX-A: a\r\n b\r\n\r\n', 400, 'bad_request'],
-    ['a duplicate Content-Length', 'POST /accounts HTTP/1.1\r\nHost: x\r\nContent-Length: 1\r\nContent-Length: 2\r\n\r\nab', 400, 'bad_request'],
+    [
+      'a duplicate Content-Length',
+      'POST /accounts HTTP/1.1\r\nHost: x\r\nContent-Length: 1\r\nContent-Length: 2\r\n\r\nab',
+      400,
+      'bad_request',
+    ],
     ['headers over the limit', `GET /healthz HTTP/1.1\r\nHost: x\r\nX-A: ${'a'.repeat(20_000)}\r\n\r\n`, 431, 'headers_too_large'],
   ])('answers %s with its status in the Error shape', async (_what, text, status, code) => {
     const res = parse(await exchange(server.url, text).closed);

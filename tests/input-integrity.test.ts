@@ -15,7 +15,10 @@ async function placeOrder(): Promise<number> {
 describe('a date-time is accepted only if it can be stored and read back', () => {
   it('refuses a shipDate that is year 10000 in UTC, and completes nothing', async () => {
     const id = await placeOrder();
-    const res = await request(t.app).patch(`/store/orders/${id}`).set(t.boss.auth).send({ complete: true, shipDate: '9999-12-31T23:59:59-23:59' });
+    const res = await request(t.app)
+      .patch(`/store/orders/${id}`)
+      .set(t.boss.auth)
+      .send({ complete: true, shipDate: '9999-12-31T23:59:59-23:59' });
     expectError(res, 400, 'validation_failed');
     expect(res.body.message).toContain('request/body/shipDate');
     const read = await request(t.app).get(`/store/orders/${id}`).set(t.boss.auth);
@@ -37,9 +40,7 @@ describe('a date-time is accepted only if it can be stored and read back', () =>
   // and the last four-digit year, with the widest offsets): whatever the service
   // accepts, every documented read of it answers 200 afterwards.
   const extremes = ['0000', '1970', '9999'].flatMap((year) =>
-    ['01-01T00:00:00', '12-31T23:59:59.999'].flatMap((moment) =>
-      ['Z', '+23:59', '-23:59'].map((offset) => `${year}-${moment}${offset}`),
-    ),
+    ['01-01T00:00:00', '12-31T23:59:59.999'].flatMap((moment) => ['Z', '+23:59', '-23:59'].map((offset) => `${year}-${moment}${offset}`)),
   );
 
   it('leaves every order read answering 200 whatever shipDate was accepted', async () => {
@@ -105,7 +106,9 @@ describe('numbers are exact or refused', () => {
   const lists = ['/pets', '/categories', '/store/inventory', '/store/orders', '/api-keys'];
   const cases = lists.flatMap((path) => ['Infinity', '-Infinity', '1e400', '1e1', '0x10', '+5', '5.0'].map((v) => [path, v]));
   it.each(cases)('answers %s?limit=%s with 400 validation_failed', async (path, value) => {
-    const res = await request(t.app).get(`${path}?limit=${encodeURIComponent(value)}`).set(t.boss.auth);
+    const res = await request(t.app)
+      .get(`${path}?limit=${encodeURIComponent(value)}`)
+      .set(t.boss.auth);
     expectError(res, 400, 'validation_failed');
   });
 
@@ -143,16 +146,17 @@ describe('text is what was sent, or refused', () => {
 
   it.each(['utf-8', 'UTF-8', '"utf-8"'])('takes charset=%s', async (charset) => {
     const name = `Café ${charset} ${Date.now()}`;
-    const res = await post()
-      .set('Content-Type', `application/json; charset=${charset}`)
-      .send(JSON.stringify({ name }));
+    const res = await post().set('Content-Type', `application/json; charset=${charset}`).send(JSON.stringify({ name }));
     expect({ status: res.status, body: res.body }).toEqual({ status: 201, body: expect.objectContaining({ name }) });
   });
 
   it('refuses invalid UTF-8 bytes with invalid_json', async () => {
     const body = Buffer.concat([Buffer.from('{"name":"caf'), Buffer.from([0xe9]), Buffer.from('"}')]);
     // Raw bytes: superagent would otherwise serialise the Buffer as JSON.
-    const res = await post().set('Content-Type', 'application/json').serialize((bytes) => bytes).send(body);
+    const res = await post()
+      .set('Content-Type', 'application/json')
+      .serialize((bytes) => bytes)
+      .send(body);
     expectError(res, 400, 'invalid_json');
   });
 

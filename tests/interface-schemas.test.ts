@@ -5,10 +5,19 @@
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { parse } from 'yaml';
-import { repoRoot } from './server-process';
+import { repoRoot } from '../scripts/server-process';
 
-type Schema = { $ref?: string; allOf?: Schema[]; type?: string; format?: string; required?: string[]; properties?: Record<string, Schema>; items?: Schema };
-const schemas = (parse(readFileSync(join(repoRoot, 'openapi.yaml'), 'utf8')) as { components: { schemas: Record<string, Schema> } }).components.schemas;
+type Schema = {
+  $ref?: string;
+  allOf?: Schema[];
+  type?: string;
+  format?: string;
+  required?: string[];
+  properties?: Record<string, Schema>;
+  items?: Schema;
+};
+const schemas = (parse(readFileSync(join(repoRoot, 'openapi.yaml'), 'utf8')) as { components: { schemas: Record<string, Schema> } })
+  .components.schemas;
 
 /** A field's type as the interface writes it: `int64`, `integer`, `string`, `date-time`, `boolean` or `PetStatus`. */
 function typeOf(s: Schema): string {

@@ -70,7 +70,9 @@ describe('inventory', () => {
       const first = await request(t.app).get('/store/inventory?limit=2').set(t.buyer.auth);
       const next = nextPage(first);
       expect(next).toBeDefined();
-      const second = await request(t.app).get(next ?? '').set(t.buyer.auth);
+      const second = await request(t.app)
+        .get(next ?? '')
+        .set(t.buyer.auth);
       expect(second.body[0].petId).toBeGreaterThan(first.body[1].petId);
     });
   });

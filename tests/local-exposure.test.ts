@@ -6,7 +6,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import Database from 'better-sqlite3';
 import { createDatabase } from '../db/client';
-import { repoRoot } from './server-process';
+import { repoRoot } from '../scripts/server-process';
 
 const dir = mkdtempSync(join(tmpdir(), 'petstore-exposure-'));
 afterAll(() => rmSync(dir, { recursive: true, force: true }));
@@ -15,10 +15,14 @@ describe('the database file', () => {
   it('is created 0600, and so are its -wal and -shm files', () => {
     const path = join(dir, 'fresh', 'petstore.db');
     const db = createDatabase(path);
-    db.$client.exec("create table mode_probe (x); insert into mode_probe values (1)");
+    db.$client.exec('create table mode_probe (x); insert into mode_probe values (1)');
     const modes = ['', '-wal', '-shm'].map((suffix) => [suffix, statSync(path + suffix).mode & 0o777]);
     db.$client.close();
-    expect(modes).toEqual([['', 0o600], ['-wal', 0o600], ['-shm', 0o600]]);
+    expect(modes).toEqual([
+      ['', 0o600],
+      ['-wal', 0o600],
+      ['-shm', 0o600],
+    ]);
   });
 });
 
@@ -37,7 +41,10 @@ describe('npm run account:create', () => {
     expect(result.stderr).toBe('');
     expect(result.status).toBe(0);
     const db = new Database(join(dir, 'accounts.db'), { readonly: true });
-    const row = db.prepare("select role, password_hash as hash from accounts where email = 'stdin-admin@example.com'").get() as { role: string; hash: string };
+    const row = db.prepare("select role, password_hash as hash from accounts where email = 'stdin-admin@example.com'").get() as {
+      role: string;
+      hash: string;
+    };
     db.close();
     expect(row.role).toBe('admin');
     expect(row.hash).toMatch(/^scrypt\$/);

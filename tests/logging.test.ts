@@ -35,7 +35,13 @@ describe('the access log', () => {
     await request(t.app).get('/pets').set(boss.auth).set('Cookie', 'session=cookie-secret');
     const text = logged.text();
     expect(text.length).toBeGreaterThan(0);
-    for (const secret of [boss.key, created.body.key, password, Buffer.from(`${boss.email}:${password}`).toString('base64'), 'cookie-secret']) {
+    for (const secret of [
+      boss.key,
+      created.body.key,
+      password,
+      Buffer.from(`${boss.email}:${password}`).toString('base64'),
+      'cookie-secret',
+    ]) {
       expect(text).not.toContain(secret);
     }
   });
@@ -48,7 +54,14 @@ describe('the access log', () => {
 
   it('logs a failure at error level with its stack', async () => {
     const logged = captureLog('info');
-    const t = setupApp({ log: logged.log, handlers: { listCategories: () => { throw new Error('boom underneath'); } } });
+    const t = setupApp({
+      log: logged.log,
+      handlers: {
+        listCategories: () => {
+          throw new Error('boom underneath');
+        },
+      },
+    });
     const boss = await admin(t);
     expectError(await request(t.app).get('/categories').set(boss.auth), 500, 'internal_error');
     const failure = logged.lines().find((line) => line.msg === 'request failed');

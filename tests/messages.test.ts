@@ -7,7 +7,7 @@ import request from 'supertest';
 import { startDeliveryWorker, type DeliveryWorker, type SetTimer } from '../server/delivery-worker';
 import { createLogger } from '../server/log';
 import { customer, expectError, password, postWithoutContentType, setupApp, uniqueEmail, type Caller } from './helpers';
-import { eventually, startServer, type ServerProcess } from './server-process';
+import { eventually, startServer, type ServerProcess } from '../scripts/server-process';
 
 const silent = createLogger('silent');
 
@@ -36,18 +36,21 @@ describe('POST /messages', () => {
   it('gives every message its own id', async () => {
     const ids = new Set<string>();
     for (let i = 0; i < 5; i++) {
-      ids.add((await request(t.app).post('/messages').set(me.auth).send({ message: `m${i}` })).body.id);
+      ids.add(
+        (
+          await request(t.app)
+            .post('/messages')
+            .set(me.auth)
+            .send({ message: `m${i}` })
+        ).body.id,
+      );
     }
     expect(ids.size).toBe(5);
   });
 
   describe('400', () => {
     it('invalid JSON is invalid_json', async () => {
-      const res = await request(t.app)
-        .post('/messages')
-        .set(me.auth)
-        .set('Content-Type', 'application/json')
-        .send('{"message": "Hello"');
+      const res = await request(t.app).post('/messages').set(me.auth).set('Content-Type', 'application/json').send('{"message": "Hello"');
       expectError(res, 400, 'invalid_json');
     });
 
@@ -70,7 +73,10 @@ describe('POST /messages', () => {
       for (const body of [{ message: '' }, { message: 'x'.repeat(2001) }, { message: 42 }, { message: 'hi', to: 'bob' }]) {
         expectError(await request(t.app).post('/messages').set(me.auth).send(body), 400, 'validation_failed');
       }
-      const longest = await request(t.app).post('/messages').set(me.auth).send({ message: 'x'.repeat(2000) });
+      const longest = await request(t.app)
+        .post('/messages')
+        .set(me.auth)
+        .send({ message: 'x'.repeat(2000) });
       expect(longest.status).toBe(202);
     });
   });
@@ -91,7 +97,12 @@ describe('POST /messages', () => {
     });
 
     it('a valid key not in the Bearer form', async () => {
-      for (const authorization of [me.key, `Token ${me.key}`, `Bearer ${me.key} extra`, `Basic ${Buffer.from(`${me.email}:${password}`).toString('base64')}`]) {
+      for (const authorization of [
+        me.key,
+        `Token ${me.key}`,
+        `Bearer ${me.key} extra`,
+        `Basic ${Buffer.from(`${me.email}:${password}`).toString('base64')}`,
+      ]) {
         expectError(await post().set('Authorization', authorization), 401, 'unauthorized');
       }
     });
@@ -112,7 +123,9 @@ describe('GET /messages/{messageId}', () => {
   it('shows the current status to its sender', async () => {
     const me = await customer(t.app);
     const sent = await request(t.app).post('/messages').set(me.auth).send({ message: 'status?' });
-    const res = await request(t.app).get(sent.headers.location as string).set(me.auth);
+    const res = await request(t.app)
+      .get(sent.headers.location as string)
+      .set(me.auth);
     expect(res.status).toBe(200);
     // No worker runs in this app: it stays queued, and has no sentAt.
     expect(res.body).toEqual(sent.body);
@@ -123,7 +136,13 @@ describe('GET /messages/{messageId}', () => {
     const other = await customer(t.app);
     const sent = await request(t.app).post('/messages').set(me.auth).send({ message: 'private' });
     expectError(await request(t.app).get(`/messages/${sent.body.id}`).set(other.auth), 404, 'not_found');
-    expectError(await request(t.app).get(`/messages/msg_${'0'.repeat(24)}`).set(me.auth), 404, 'not_found');
+    expectError(
+      await request(t.app)
+        .get(`/messages/msg_${'0'.repeat(24)}`)
+        .set(me.auth),
+      404,
+      'not_found',
+    );
   });
 
   it('answers an id that is not a message id with 400', async () => {
@@ -146,7 +165,13 @@ describe('the delivery worker', () => {
   // No timers: each test drives passes with runOnce() and its own clock.
   let clock = Date.now();
   const manual = (messageDeliveryDelayMs: number) => {
-    const worker = startDeliveryWorker({ storage: t.storage, config: { messageDeliveryDelayMs }, log: silent, now: () => clock, autostart: false });
+    const worker = startDeliveryWorker({
+      storage: t.storage,
+      config: { messageDeliveryDelayMs },
+      log: silent,
+      now: () => clock,
+      autostart: false,
+    });
     workers.push(worker);
     return worker;
   };
@@ -232,11 +257,20 @@ describe('the periodic purge', () => {
     await t.repos.orders.place({ accountId: me.accountId, petId: pet.id, quantity: 1 }, 'old-key');
     await t.repos.orders.place({ accountId: me.accountId, petId: pet.id, quantity: 1 }, 'new-key');
     const now = Date.now();
-    await t.query("update idempotency_keys set created_at = ? where key = 'old-key'", new Date(now - 24 * 60 * 60 * 1000 - 1).toISOString());
+    await t.query(
+      "update idempotency_keys set created_at = ? where key = 'old-key'",
+      new Date(now - 24 * 60 * 60 * 1000 - 1).toISOString(),
+    );
     await t.storage.takeRateLimitLease('ended', 60_000, now - 120_000, 1, 10);
     await t.storage.takeRateLimitLease('running', 60_000, now, 1, 10);
 
-    const worker = startDeliveryWorker({ storage: t.storage, config: { messageDeliveryDelayMs: 0 }, log: silent, now: () => now, autostart: false });
+    const worker = startDeliveryWorker({
+      storage: t.storage,
+      config: { messageDeliveryDelayMs: 0 },
+      log: silent,
+      now: () => now,
+      autostart: false,
+    });
     await worker.runOnce();
     await worker.stop();
 
@@ -268,11 +302,19 @@ describe('messages survive a restart', () => {
     server = await startServer({ ...env, MESSAGE_DELIVERY_DELAY_MS: '60000' });
     const email = uniqueEmail('restart');
     const json = { 'Content-Type': 'application/json' };
-    expect((await fetch(`${server.url}/accounts`, { method: 'POST', headers: json, body: JSON.stringify({ email, password }) })).status).toBe(201);
+    expect(
+      (await fetch(`${server.url}/accounts`, { method: 'POST', headers: json, body: JSON.stringify({ email, password }) })).status,
+    ).toBe(201);
     const basic = `Basic ${Buffer.from(`${email}:${password}`).toString('base64')}`;
-    const { key } = (await (await fetch(`${server.url}/api-keys`, { method: 'POST', headers: { Authorization: basic } })).json()) as { key: string };
+    const { key } = (await (await fetch(`${server.url}/api-keys`, { method: 'POST', headers: { Authorization: basic } })).json()) as {
+      key: string;
+    };
     const auth = { Authorization: `Bearer ${key}` };
-    const queued = await fetch(`${server.url}/messages`, { method: 'POST', headers: { ...auth, ...json }, body: JSON.stringify({ message: 'survive' }) });
+    const queued = await fetch(`${server.url}/messages`, {
+      method: 'POST',
+      headers: { ...auth, ...json },
+      body: JSON.stringify({ message: 'survive' }),
+    });
     expect(queued.status).toBe(202);
     const { id } = (await queued.json()) as { id: string };
 

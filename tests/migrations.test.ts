@@ -11,8 +11,23 @@ describe('migrations', () => {
   it('create every table, with WAL, foreign keys and a busy timeout', () => {
     const db = createDatabase(join(dir, 'a.db'));
     const sqlite = db.$client;
-    const tables = (sqlite.prepare("select name from sqlite_master where type = 'table' and name not like '%sqlite%' and name not like '%drizzle%'").all() as Array<{ name: string }>).map((r) => r.name);
-    expect(tables.sort()).toEqual(['accounts', 'api_keys', 'categories', 'idempotency_keys', 'inventory', 'messages', 'orders', 'pets', 'rate_limits', 'write_checks']);
+    const tables = (
+      sqlite
+        .prepare("select name from sqlite_master where type = 'table' and name not like '%sqlite%' and name not like '%drizzle%'")
+        .all() as Array<{ name: string }>
+    ).map((r) => r.name);
+    expect(tables.sort()).toEqual([
+      'accounts',
+      'api_keys',
+      'categories',
+      'idempotency_keys',
+      'inventory',
+      'messages',
+      'orders',
+      'pets',
+      'rate_limits',
+      'write_checks',
+    ]);
     expect(sqlite.pragma('journal_mode', { simple: true })).toBe('wal');
     expect(sqlite.pragma('foreign_keys', { simple: true })).toBe(1);
     expect(sqlite.pragma('busy_timeout', { simple: true })).toBe(5000);
@@ -40,7 +55,7 @@ describe('migrations', () => {
       join(folder, '0001_rebuild_pets.sql'),
       [
         'PRAGMA foreign_keys=OFF;',
-        'CREATE TABLE `__new_pets` (`id` integer PRIMARY KEY AUTOINCREMENT NOT NULL, `name` text NOT NULL, `category_id` integer NOT NULL, `status` text DEFAULT \'available\' NOT NULL, FOREIGN KEY (`category_id`) REFERENCES `categories`(`id`) ON UPDATE no action ON DELETE restrict);',
+        "CREATE TABLE `__new_pets` (`id` integer PRIMARY KEY AUTOINCREMENT NOT NULL, `name` text NOT NULL, `category_id` integer NOT NULL, `status` text DEFAULT 'available' NOT NULL, FOREIGN KEY (`category_id`) REFERENCES `categories`(`id`) ON UPDATE no action ON DELETE restrict);",
         'INSERT INTO `__new_pets`("id", "name", "category_id", "status") SELECT "id", "name", "category_id", "status" FROM `pets`;',
         'DROP TABLE `pets`;',
         'ALTER TABLE `__new_pets` RENAME TO `pets`;',

@@ -12,7 +12,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
 import { createPgDatabase, password, testDatabaseUrl, uniqueEmail } from './helpers';
-import { eventually, repoRoot, startServer, type ServerProcess } from './server-process';
+import { eventually, repoRoot, startServer, type ServerProcess } from '../scripts/server-process';
 
 const tsx = join(repoRoot, 'node_modules', '.bin', 'tsx');
 const limit = 30;
@@ -34,7 +34,12 @@ const nextAddress = () => {
 
 let spread = 0;
 
-async function call(bases: string[], method: string, path: string, init: { auth?: string; body?: object; headers?: Record<string, string>; base?: string } = {}): Promise<Answer> {
+async function call(
+  bases: string[],
+  method: string,
+  path: string,
+  init: { auth?: string; body?: object; headers?: Record<string, string>; base?: string } = {},
+): Promise<Answer> {
   const base = init.base ?? bases[spread++ % bases.length]!;
   const res = await fetch(`${base}${path}`, {
     method,
@@ -66,7 +71,14 @@ async function customer(bases: string[]): Promise<string> {
 /** The scenarios every multi-process shape must pass. */
 function behavesAsOneService(
   shape: string,
-  setup: () => Promise<{ bases: string[]; adminEnv: Record<string, string>; logs: () => string; processes: ServerProcess[]; stoppedLines: number; restart?: (i: number) => Promise<ServerProcess> }>,
+  setup: () => Promise<{
+    bases: string[];
+    adminEnv: Record<string, string>;
+    logs: () => string;
+    processes: ServerProcess[];
+    stoppedLines: number;
+    restart?: (i: number) => Promise<ServerProcess>;
+  }>,
   restartable = false,
 ) {
   describe(shape, () => {
@@ -156,8 +168,18 @@ function behavesAsOneService(
       await call(bases, 'PUT', `/store/inventory/${pet.body.id}`, { auth: boss, body: { quantity: 5 } });
       const me = await customer(bases);
       const headers = { 'Idempotency-Key': `replay-${process.pid}-${bases.length}` };
-      const first = await call(bases, 'POST', '/store/orders', { auth: me, body: { petId: pet.body.id, quantity: 2 }, headers, base: bases[0] });
-      const again = await call(bases, 'POST', '/store/orders', { auth: me, body: { petId: pet.body.id, quantity: 2 }, headers, base: bases[bases.length - 1] });
+      const first = await call(bases, 'POST', '/store/orders', {
+        auth: me,
+        body: { petId: pet.body.id, quantity: 2 },
+        headers,
+        base: bases[0],
+      });
+      const again = await call(bases, 'POST', '/store/orders', {
+        auth: me,
+        body: { petId: pet.body.id, quantity: 2 },
+        headers,
+        base: bases[bases.length - 1],
+      });
       expect(first.status).toBe(201);
       expect(again.status).toBe(201);
       expect(again.headers.get('idempotent-replayed')).toBe('true');
@@ -166,47 +188,48 @@ function behavesAsOneService(
     }, 60_000);
 
     // Only shapes made of separate instances are restarted one by one.
-    if (restartable) it('loses no request while the instances restart one after the other', async () => {
-      if (!restart) throw new Error('this shape has no restart');
-      const statuses: number[] = [];
-      let restarting = true;
-      // A stream of requests that touch the database (GET /readyz: not rate-limited), one
-      // connection each, spread over whatever instances are up; a connection refused or
-      // reset before its request was read goes to the next one, as a balancer does.
-      const stream = (async () => {
-        for (let i = 0; restarting && i < 5_000; i++) {
-          for (let attempt = 0; attempt < bases.length * 20; attempt++) {
-            const base = bases[(i + attempt) % bases.length]!;
-            try {
-              const res = await fetch(`${base}/readyz`, { headers: { Connection: 'close' } });
-              const body = (await res.json()) as { message?: string };
-              // An instance that has begun draining answers its readiness probe 503 "shutting
-              // down" (its listener closes at the same moment; a connection the kernel had
-              // already queued can still be read): the probe's designed answer, telling the
-              // balancer to stop, not a lost request. Any other answer counts.
-              if (!(res.status === 503 && body.message === 'The service is shutting down')) statuses.push(res.status);
-              break;
-            } catch (error) {
-              // Refused: the instance no longer listens. Reset: the kernel had queued the
-              // connection when the listener closed, so no request on it was read; a
-              // balancer retries both on another instance.
-              const code = (error as { cause?: { code?: string } }).cause?.code;
-              if (code !== 'ECONNREFUSED' && code !== 'ECONNRESET') throw error;
-              await new Promise((r) => setTimeout(r, 20));
+    if (restartable)
+      it('loses no request while the instances restart one after the other', async () => {
+        if (!restart) throw new Error('this shape has no restart');
+        const statuses: number[] = [];
+        let restarting = true;
+        // A stream of requests that touch the database (GET /readyz: not rate-limited), one
+        // connection each, spread over whatever instances are up; a connection refused or
+        // reset before its request was read goes to the next one, as a balancer does.
+        const stream = (async () => {
+          for (let i = 0; restarting && i < 5_000; i++) {
+            for (let attempt = 0; attempt < bases.length * 20; attempt++) {
+              const base = bases[(i + attempt) % bases.length]!;
+              try {
+                const res = await fetch(`${base}/readyz`, { headers: { Connection: 'close' } });
+                const body = (await res.json()) as { message?: string };
+                // An instance that has begun draining answers its readiness probe 503 "shutting
+                // down" (its listener closes at the same moment; a connection the kernel had
+                // already queued can still be read): the probe's designed answer, telling the
+                // balancer to stop, not a lost request. Any other answer counts.
+                if (!(res.status === 503 && body.message === 'The service is shutting down')) statuses.push(res.status);
+                break;
+              } catch (error) {
+                // Refused: the instance no longer listens. Reset: the kernel had queued the
+                // connection when the listener closed, so no request on it was read; a
+                // balancer retries both on another instance.
+                const code = (error as { cause?: { code?: string } }).cause?.code;
+                if (code !== 'ECONNREFUSED' && code !== 'ECONNRESET') throw error;
+                await new Promise((r) => setTimeout(r, 20));
+              }
             }
           }
+        })();
+        for (let i = 0; i < processes.length; i++) {
+          const next = await restart(i);
+          bases[i] = next.url;
+          restarted++;
         }
-      })();
-      for (let i = 0; i < processes.length; i++) {
-        const next = await restart(i);
-        bases[i] = next.url;
-        restarted++;
-      }
-      restarting = false;
-      await stream;
-      expect(statuses.length).toBeGreaterThan(0);
-      expect(statuses.filter((s) => s !== 200)).toEqual([]);
-    }, 120_000);
+        restarting = false;
+        await stream;
+        expect(statuses.length).toBeGreaterThan(0);
+        expect(statuses.filter((s) => s !== 200)).toEqual([]);
+      }, 120_000);
 
     it('drains and exits 0 on SIGTERM, every process', async () => {
       const codes = await Promise.all(processes.map((p) => p.stop()));
@@ -230,31 +253,40 @@ const servers: ServerProcess[] = [];
 const dirs: string[] = [];
 afterAll(async () => {
   // Already stopped by the SIGTERM test unless it failed first.
-  await Promise.all(servers.splice(0).filter((s) => s.child.exitCode === null && s.child.signalCode === null).map((s) => s.stop()));
+  await Promise.all(
+    servers
+      .splice(0)
+      .filter((s) => s.child.exitCode === null && s.child.signalCode === null)
+      .map((s) => s.stop()),
+  );
   for (const dir of dirs) rmSync(dir, { recursive: true, force: true });
 }, 60_000);
 
 if (testDatabaseUrl) {
   const adminUrl = testDatabaseUrl;
-  behavesAsOneService('three instances on one PostgreSQL', async () => {
-    const url = await createPgDatabase(adminUrl, `petstore_multi_${randomBytes(6).toString('hex')}`);
-    const env = { ...instanceEnv, DATABASE_URL: url };
-    // Started together: the migrations' advisory lock lets one apply them.
-    const started = await Promise.all([startServer(env, 60_000), startServer(env, 60_000), startServer(env, 60_000)]);
-    servers.push(...started);
-    const retired: ServerProcess[] = [];
-    const restart = async (i: number) => {
-      const old = started[i]!;
-      expect(await old.stop()).toBe(0);
-      retired.push(old);
-      const next = await startServer(env, 60_000);
-      started[i] = next;
-      servers.push(next);
-      return next;
-    };
-    const logs = () => [...retired, ...started].map((s) => s.log()).join('\n');
-    return { bases: started.map((s) => s.url), adminEnv: { DATABASE_URL: url }, logs, processes: started, stoppedLines: 3, restart };
-  }, true);
+  behavesAsOneService(
+    'three instances on one PostgreSQL',
+    async () => {
+      const url = await createPgDatabase(adminUrl, `petstore_multi_${randomBytes(6).toString('hex')}`);
+      const env = { ...instanceEnv, DATABASE_URL: url };
+      // Started together: the migrations' advisory lock lets one apply them.
+      const started = await Promise.all([startServer(env, 60_000), startServer(env, 60_000), startServer(env, 60_000)]);
+      servers.push(...started);
+      const retired: ServerProcess[] = [];
+      const restart = async (i: number) => {
+        const old = started[i]!;
+        expect(await old.stop()).toBe(0);
+        retired.push(old);
+        const next = await startServer(env, 60_000);
+        started[i] = next;
+        servers.push(next);
+        return next;
+      };
+      const logs = () => [...retired, ...started].map((s) => s.log()).join('\n');
+      return { bases: started.map((s) => s.url), adminEnv: { DATABASE_URL: url }, logs, processes: started, stoppedLines: 3, restart };
+    },
+    true,
+  );
 }
 
 behavesAsOneService('WEB_CONCURRENCY=2 workers on one SQLite file', async () => {

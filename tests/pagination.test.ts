@@ -27,7 +27,11 @@ describe('pagination', () => {
     dogs = (await repos.categories.create({ name: 'Paged dogs' })).id;
     cats = (await repos.categories.create({ name: 'Paged cats' })).id;
     for (let i = 0; i < 250; i++) {
-      const pet = await repos.pets.create({ name: `Pet ${i}`, categoryId: i % 2 ? cats : dogs, status: i % 5 === 0 ? 'sold' : 'available' });
+      const pet = await repos.pets.create({
+        name: `Pet ${i}`,
+        categoryId: i % 2 ? cats : dogs,
+        status: i % 5 === 0 ? 'sold' : 'available',
+      });
       catalogue.push(pet.id);
     }
   });

@@ -31,7 +31,11 @@ describe('pets', () => {
 
     it('refuses an id in the body and an unknown status with 400 validation_failed', async () => {
       const category = await createCategory(t.app, t.boss);
-      expectError(await request(t.app).post('/pets').set(t.boss.auth).send({ id: 1, name: 'Id', categoryId: category.id }), 400, 'validation_failed');
+      expectError(
+        await request(t.app).post('/pets').set(t.boss.auth).send({ id: 1, name: 'Id', categoryId: category.id }),
+        400,
+        'validation_failed',
+      );
       expectError(
         await request(t.app).post('/pets').set(t.boss.auth).send({ name: 'Odd', categoryId: category.id, status: 'lost' }),
         400,
@@ -112,7 +116,11 @@ describe('pets', () => {
 
     it('answers 404 for an unknown pet and 403 for a customer', async () => {
       const category = await createCategory(t.app, t.boss);
-      expectError(await request(t.app).put('/pets/999999').set(t.boss.auth).send({ name: 'Ghost', categoryId: category.id }), 404, 'not_found');
+      expectError(
+        await request(t.app).put('/pets/999999').set(t.boss.auth).send({ name: 'Ghost', categoryId: category.id }),
+        404,
+        'not_found',
+      );
       const pet = await createPet(t.app, t.boss);
       expectError(
         await request(t.app).put(`/pets/${pet.id}`).set(t.buyer.auth).send({ name: 'Mine', categoryId: category.id }),

@@ -19,7 +19,11 @@ describe('per client address, before authentication', () => {
 
   it('limits sign-ups from one address whatever Authorization they carry', async () => {
     const t = setupApp({ env: { RATE_LIMIT_PER_MINUTE: '3' } });
-    const signUp = (i: number) => request(t.app).post('/accounts').set(fakeKey(i)).send({ email: uniqueEmail('flood'), password });
+    const signUp = (i: number) =>
+      request(t.app)
+        .post('/accounts')
+        .set(fakeKey(i))
+        .send({ email: uniqueEmail('flood'), password });
     for (let i = 0; i < 3; i++) expect((await signUp(i)).status).toBe(201);
     expectError(await signUp(3), 429, 'rate_limited');
   });
@@ -43,7 +47,9 @@ describe('the IETF headers (draft 8), as express-rate-limit wrote them', () => {
     expect(res.status).toBe(200);
     // customer() spent one request of the account (the key creation); this is the second.
     expect(res.headers['ratelimit']).toMatch(/^"address"; r=6; t=(60|59), "account"; r=3; t=(60|59)$/);
-    expect(res.headers['ratelimit-policy']).toBe(`"address"; q=7; w=60; pk=:${pk('ip:198.51.100.7')}:, "account"; q=5; w=60; pk=:${pk(`account:${caller.accountId}`)}:`);
+    expect(res.headers['ratelimit-policy']).toBe(
+      `"address"; q=7; w=60; pk=:${pk('ip:198.51.100.7')}:, "account"; q=5; w=60; pk=:${pk(`account:${caller.accountId}`)}:`,
+    );
   });
 
   it('leaves them off the probes, which no limiter counts', async () => {
@@ -95,7 +101,8 @@ describe('failed HTTP Basic logins', () => {
 
   it('limits failures per address across accounts', async () => {
     const t = setupApp({ env: { LOGIN_FAILURES_PER_ACCOUNT: '1000', LOGIN_FAILURES_PER_ADDRESS: '3' } });
-    for (let i = 0; i < 3; i++) expectError(await request(t.app).post('/api-keys').auth(uniqueEmail('spray'), 'guess'), 401, 'unauthorized');
+    for (let i = 0; i < 3; i++)
+      expectError(await request(t.app).post('/api-keys').auth(uniqueEmail('spray'), 'guess'), 401, 'unauthorized');
     expectError(await request(t.app).post('/api-keys').auth(uniqueEmail('spray'), 'guess'), 429, 'rate_limited');
   });
 });
@@ -117,7 +124,7 @@ describe('TRUST_PROXY', () => {
     ['2', 2],
     ['loopback', ['loopback']],
     ['10.0.0.0/8, 192.0.2.1, ::1, fd00::/8', ['10.0.0.0/8', '192.0.2.1', '::1', 'fd00::/8']],
-  ])('takes Express\'s form %s', (value, expected) => {
+  ])("takes Express's form %s", (value, expected) => {
     expect(loadConfig({ TRUST_PROXY: value }).trustProxy).toEqual(expected);
   });
 

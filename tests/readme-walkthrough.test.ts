@@ -6,7 +6,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
 import Database from 'better-sqlite3';
-import { repoRoot, startServer, type ServerProcess } from './server-process';
+import { repoRoot, startServer, type ServerProcess } from '../scripts/server-process';
 
 const readme = readFileSync(join(repoRoot, 'README.md'), 'utf8');
 
@@ -25,7 +25,10 @@ function section(heading: string): string {
 describe('README.md', () => {
   it('starts with the two commands: install and serve, install and test', () => {
     const first = shellBlocks(readme)[0] ?? '';
-    const commands = first.split('\n').map((line) => line.replace(/\s+#.*$/, '').trim()).filter(Boolean);
+    const commands = first
+      .split('\n')
+      .map((line) => line.replace(/\s+#.*$/, '').trim())
+      .filter(Boolean);
     expect(commands).toHaveLength(2);
     expect(commands[0]).toMatch(/^npm (ci|install) && npm start$/);
     expect(commands[1]).toMatch(/^npm (ci|install) && npm test$/);
@@ -61,7 +64,9 @@ describe('README.md', () => {
       // What the README's comments promise, as printed.
       expect(stdout).toMatch(/"email":"ada@example\.com","role":"customer"/);
       expect(stdout).toMatch(/HTTP\/1\.1 401 Unauthorized/);
-      const queued = /\{"id":"(msg_[a-f0-9]{24})","message":"Hello from the pet store","status":"queued","createdAt":"[^"]+"\}/.exec(stdout);
+      const queued = /\{"id":"(msg_[a-f0-9]{24})","message":"Hello from the pet store","status":"queued","createdAt":"[^"]+"\}/.exec(
+        stdout,
+      );
       expect(queued).not.toBeNull();
       expect(stdout).toContain(`{"id":"${queued?.[1]}","message":"Hello from the pet store","status":"sent"`);
       expect(stdout).toMatch(/Created admin account \d+ <admin@example\.com>/);
@@ -78,7 +83,9 @@ describe('README.md', () => {
         expect(file.prepare("select role from accounts where email = 'admin@example.com'").get()).toEqual({ role: 'admin' });
         expect(
           file
-            .prepare('select o.pet_id as petId, o.quantity, o.complete from orders o join accounts a on a.id = o.account_id where a.email = ?')
+            .prepare(
+              'select o.pet_id as petId, o.quantity, o.complete from orders o join accounts a on a.id = o.account_id where a.email = ?',
+            )
             .all('ada@example.com'),
         ).toEqual([{ petId, quantity: 1, complete: 0 }]);
         expect(file.prepare('select quantity from inventory where pet_id = ?').get(petId)).toEqual({ quantity: 2 });

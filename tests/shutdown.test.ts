@@ -14,7 +14,7 @@ import request from 'supertest';
 import { accountsHandlers } from '../handlers/accounts';
 import { createHttpServer, createLifecycle, type HttpService } from '../server/http-server';
 import { captureLog, createPgDatabase, expectError, password, setupApp, testDatabaseUrl } from './helpers';
-import { eventually, startServer } from './server-process';
+import { eventually, startServer } from '../scripts/server-process';
 
 /** A raw socket and everything it has read so far. */
 function openSocket(url: string): { socket: Socket; read: () => string; closed: Promise<void> } {
@@ -66,7 +66,10 @@ describe('SIGTERM', () => {
 
     busy.socket.write(body);
     await busy.closed;
-    const answer = busy.read().split('HTTP/1.1 ').find((part) => part.startsWith('201'));
+    const answer = busy
+      .read()
+      .split('HTTP/1.1 ')
+      .find((part) => part.startsWith('201'));
     expect(answer).toBeDefined();
     expect(answer).toMatch(/\r\nconnection: close\r\n/i);
 
@@ -108,36 +111,45 @@ describe('a bug outside any request (an uncaught exception, an unhandled rejecti
   afterAll(() => rmSync(dir, { recursive: true, force: true }));
   const fixture = join(__dirname, 'fixtures', 'fail-on-signal.cjs');
 
-  it.each(['exception', 'rejection'])('%s: logged once at fatal, the request in flight finishes, exit 1', async (kind) => {
-    const databasePath = join(dir, `${kind}.db`);
-    const server = await startServer({
-      DATABASE_PATH: databasePath,
-      SEED_DEMO_DATA: 'false',
-      SHUTDOWN_TIMEOUT_MS: '600000',
-      NODE_OPTIONS: `--require ${fixture}`,
-      FAIL_WITH: kind,
-    });
-    const exited = new Promise<number | null>((resolve) => server.child.once('exit', (code) => resolve(code)));
-    const { socket: busy, body } = await signUpHeld(server.url, `${kind}@example.com`);
+  it.each(['exception', 'rejection'])(
+    '%s: logged once at fatal, the request in flight finishes, exit 1',
+    async (kind) => {
+      const databasePath = join(dir, `${kind}.db`);
+      const server = await startServer({
+        DATABASE_PATH: databasePath,
+        SEED_DEMO_DATA: 'false',
+        SHUTDOWN_TIMEOUT_MS: '600000',
+        NODE_OPTIONS: `--require ${fixture}`,
+        FAIL_WITH: kind,
+      });
+      const exited = new Promise<number | null>((resolve) => server.child.once('exit', (code) => resolve(code)));
+      const { socket: busy, body } = await signUpHeld(server.url, `${kind}@example.com`);
 
-    server.child.kill('SIGUSR2');
-    await eventually(() => (server.log().includes('draining in-flight requests') ? true : undefined));
-    busy.socket.write(body);
-    await busy.closed;
-    expect(busy.read().split('HTTP/1.1 ').find((part) => part.startsWith('201'))).toMatch(/\r\nconnection: close\r\n/i);
+      server.child.kill('SIGUSR2');
+      await eventually(() => (server.log().includes('draining in-flight requests') ? true : undefined));
+      busy.socket.write(body);
+      await busy.closed;
+      expect(
+        busy
+          .read()
+          .split('HTTP/1.1 ')
+          .find((part) => part.startsWith('201')),
+      ).toMatch(/\r\nconnection: close\r\n/i);
 
-    expect(await exited).toBe(1);
-    const fatal = server
-      .log()
-      .split('\n')
-      .filter((line) => line.includes('"level":60'));
-    expect(fatal).toHaveLength(1);
-    expect(fatal[0]).toContain(kind === 'exception' ? 'a bug outside any request' : 'a promise nobody handled');
-    const db = new Database(databasePath, { readonly: true });
-    const stored = db.prepare('select email from accounts').all();
-    db.close();
-    expect(stored).toEqual([{ email: `${kind}@example.com` }]);
-  }, 30_000);
+      expect(await exited).toBe(1);
+      const fatal = server
+        .log()
+        .split('\n')
+        .filter((line) => line.includes('"level":60'));
+      expect(fatal).toHaveLength(1);
+      expect(fatal[0]).toContain(kind === 'exception' ? 'a bug outside any request' : 'a promise nobody handled');
+      const db = new Database(databasePath, { readonly: true });
+      const stored = db.prepare('select email from accounts').all();
+      db.close();
+      expect(stored).toEqual([{ email: `${kind}@example.com` }]);
+    },
+    30_000,
+  );
 });
 
 // Where the benchmark met it: on PostgreSQL, a handler that resumed after the pool had
@@ -177,7 +189,9 @@ if (testDatabaseUrl) {
         );
         // The service's key lookup waits on the lock.
         await eventually(async () => {
-          const { rows } = await db.query("select 1 from pg_locks l join pg_class c on c.oid = l.relation where c.relname = 'api_keys' and not l.granted");
+          const { rows } = await db.query(
+            "select 1 from pg_locks l join pg_class c on c.oid = l.relation where c.relname = 'api_keys' and not l.granted",
+          );
           return rows.length > 0 ? true : undefined;
         });
         gone.socket.destroy();

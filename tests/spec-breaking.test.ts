@@ -7,7 +7,7 @@ import { join } from 'node:path';
 import { promisify } from 'node:util';
 import { parse, stringify } from 'yaml';
 import { breakingChanges, correctionsFile, parseCorrections, type Correction } from '../scripts/spec-breaking';
-import { repoRoot } from './server-process';
+import { repoRoot } from '../scripts/server-process';
 
 // The spec as plain data, edited in place by each case.
 // eslint-disable-next-line @typescript-eslint/no-explicit-any -- the cases reach into arbitrary depths of openapi.yaml
@@ -23,13 +23,41 @@ jest.setTimeout(120_000);
 
 describe('breakingChanges', () => {
   const breaks: Array<[string, (doc: Doc) => void, RegExp]> = [
-    ['an operation removed', (d) => delete d.paths['/categories/{categoryId}'].delete, /^DELETE \/categories\/\{categoryId\}: cannot remove an operation/],
-    ['a response field removed', (d) => delete d.components.schemas.Category.properties.description, /GET \/categories\/\{categoryId\} response 200 .*description: cannot remove response property 'description'/],
-    ['an enum value removed', (d) => (d.components.schemas.PetStatus.enum = ['available', 'pending']), /GET \/pets query parameter: status: cannot remove enum option 'sold'/],
-    ['a status removed', (d) => delete d.paths['/categories/{categoryId}'].get.responses['404'], /GET \/categories\/\{categoryId\} response 404: must not remove response status code 404/],
-    ['a request field made required', (d) => (d.components.schemas.NewCategory.required = ['name', 'description']), /POST \/categories request body.*description: cannot make a request property required/],
-    ['a type narrowed', (d) => (d.components.schemas.NewCategory.properties.description.type = 'integer'), /POST \/categories request body.*'description' not to be narrowed/],
-    ['a format narrowed', (d) => (d.components.schemas.Id.format = 'int32'), /POST \/pets application\/json categoryId: format changed from int64 to int32/],
+    [
+      'an operation removed',
+      (d) => delete d.paths['/categories/{categoryId}'].delete,
+      /^DELETE \/categories\/\{categoryId\}: cannot remove an operation/,
+    ],
+    [
+      'a response field removed',
+      (d) => delete d.components.schemas.Category.properties.description,
+      /GET \/categories\/\{categoryId\} response 200 .*description: cannot remove response property 'description'/,
+    ],
+    [
+      'an enum value removed',
+      (d) => (d.components.schemas.PetStatus.enum = ['available', 'pending']),
+      /GET \/pets query parameter: status: cannot remove enum option 'sold'/,
+    ],
+    [
+      'a status removed',
+      (d) => delete d.paths['/categories/{categoryId}'].get.responses['404'],
+      /GET \/categories\/\{categoryId\} response 404: must not remove response status code 404/,
+    ],
+    [
+      'a request field made required',
+      (d) => (d.components.schemas.NewCategory.required = ['name', 'description']),
+      /POST \/categories request body.*description: cannot make a request property required/,
+    ],
+    [
+      'a type narrowed',
+      (d) => (d.components.schemas.NewCategory.properties.description.type = 'integer'),
+      /POST \/categories request body.*'description' not to be narrowed/,
+    ],
+    [
+      'a format narrowed',
+      (d) => (d.components.schemas.Id.format = 'int32'),
+      /POST \/pets application\/json categoryId: format changed from int64 to int32/,
+    ],
     [
       'a required parameter added',
       (d) => d.paths['/categories'].get.parameters.push({ name: 'q', in: 'query', required: true, schema: { type: 'string' } }),
@@ -54,7 +82,11 @@ describe('breakingChanges', () => {
       }),
     );
     // A new response enum value is noted, not refused (clients read an unknown code by status).
-    expect(found).toEqual({ breaks: [], notes: expect.arrayContaining([expect.stringMatching(/GET \/pets response 400 .*code: cannot add enum option/)]), accepted: [] });
+    expect(found).toEqual({
+      breaks: [],
+      notes: expect.arrayContaining([expect.stringMatching(/GET \/pets response 400 .*code: cannot add enum option/)]),
+      accepted: [],
+    });
   });
 });
 
@@ -62,25 +94,44 @@ describe('breakingChanges with corrections to the interface', () => {
   // A made-up correction: Category's `name` dropped from `required`. Both sides of each case
   // are set explicitly, so the cases hold whatever openapi.yaml's lists are today.
   const rule = 'cannot make required response property';
-  const correction: Correction = { schema: 'Category', rule, required: { was: ['id', 'name'], now: ['id'] }, why: 'a test', interface: 'a test' };
+  const correction: Correction = {
+    schema: 'Category',
+    rule,
+    required: { was: ['id', 'name'], now: ['id'] },
+    why: 'a test',
+    interface: 'a test',
+  };
   const requiring = (schema: string, required: string[] | undefined) => (d: Doc) => {
     if (required) d.components.schemas[schema].required = required;
     else delete d.components.schemas[schema].required;
   };
-  const both = (...edits: Array<(d: Doc) => void>) => (d: Doc) => edits.forEach((edit) => edit(d));
+  const both =
+    (...edits: Array<(d: Doc) => void>) =>
+    (d: Doc) =>
+      edits.forEach((edit) => edit(d));
   const before = changed(requiring('Category', ['id', 'name']));
 
   it('accepts the change a correction names, and lists it', async () => {
     const found = await breakingChanges(before, changed(requiring('Category', ['id'])), [correction]);
     expect(found.breaks).toEqual([]);
-    expect(found.accepted).toEqual(expect.arrayContaining([expect.stringMatching(/^GET \/categories\/\{categoryId\} response 200 .*cannot make required response property 'name' optional/)]));
+    expect(found.accepted).toEqual(
+      expect.arrayContaining([
+        expect.stringMatching(/^GET \/categories\/\{categoryId\} response 200 .*cannot make required response property 'name' optional/),
+      ]),
+    );
     expect(found.accepted.every((line) => line.includes("'name'"))).toBe(true);
   });
 
   it('still refuses the same kind of change to another schema made with it', async () => {
     const after = changed(both(requiring('Category', ['id']), requiring('InventoryItem', ['petId', 'quantity'])));
-    const found = await breakingChanges(changed(both(requiring('Category', ['id', 'name']), requiring('InventoryItem', ['petId', 'quantity', 'status']))), after, [correction]);
-    expect(found.breaks).toEqual(expect.arrayContaining([expect.stringMatching(/GET \/store\/inventory .*cannot make required response property 'status' optional/)]));
+    const found = await breakingChanges(
+      changed(both(requiring('Category', ['id', 'name']), requiring('InventoryItem', ['petId', 'quantity', 'status']))),
+      after,
+      [correction],
+    );
+    expect(found.breaks).toEqual(
+      expect.arrayContaining([expect.stringMatching(/GET \/store\/inventory .*cannot make required response property 'status' optional/)]),
+    );
     expect(found.breaks.some((line) => line.includes("'name'"))).toBe(false);
   });
 
@@ -88,12 +139,17 @@ describe('breakingChanges with corrections to the interface', () => {
     const found = await breakingChanges(before, changed(requiring('Category', undefined)), [correction]);
     expect(found.accepted).toEqual([]);
     expect(found.breaks).toEqual(
-      expect.arrayContaining([expect.stringMatching(/cannot make required response property 'name' optional/), expect.stringMatching(/cannot make required response property 'id' optional/)]),
+      expect.arrayContaining([
+        expect.stringMatching(/cannot make required response property 'name' optional/),
+        expect.stringMatching(/cannot make required response property 'id' optional/),
+      ]),
     );
   });
 
   it('refuses the change when the correction names another rule', async () => {
-    const found = await breakingChanges(before, changed(requiring('Category', ['id'])), [{ ...correction, rule: 'cannot remove response property' }]);
+    const found = await breakingChanges(before, changed(requiring('Category', ['id'])), [
+      { ...correction, rule: 'cannot remove response property' },
+    ]);
     expect(found.accepted).toEqual([]);
     expect(found.breaks).toEqual(expect.arrayContaining([expect.stringMatching(/cannot make required response property 'name' optional/)]));
   });
@@ -116,21 +172,32 @@ describe(`the corrections committed in ${correctionsFile}`, () => {
       ]),
     );
 
-    const more = await breakingChanges(uncorrected, changed((d) => (d.components.schemas.InventoryItem.required = ['petId', 'quantity'])), committed);
-    expect(more.breaks).toEqual(expect.arrayContaining([expect.stringMatching(/^GET \/store\/inventory response 200 .*cannot make required response property 'status' optional/)]));
+    const more = await breakingChanges(
+      uncorrected,
+      changed((d) => (d.components.schemas.InventoryItem.required = ['petId', 'quantity'])),
+      committed,
+    );
+    expect(more.breaks).toEqual(
+      expect.arrayContaining([
+        expect.stringMatching(/^GET \/store\/inventory response 200 .*cannot make required response property 'status' optional/),
+      ]),
+    );
     expect(more.breaks.filter((line) => !/^\S+ \/store\/inventory.*'status'/.test(line))).toEqual([]);
   });
 });
 
 describe(`npm run spec:breaking -- --base REF, with ${correctionsFile}`, () => {
   let dir: string;
-  const git = (...args: string[]) => promisify(execFile)('git', ['-c', 'user.email=ci@example.com', '-c', 'user.name=ci', ...args], { cwd: dir });
+  const git = (...args: string[]) =>
+    promisify(execFile)('git', ['-c', 'user.email=ci@example.com', '-c', 'user.name=ci', ...args], { cwd: dir });
   const commit = async (message: string) => {
     await git('add', '-A');
     await git('commit', '-q', '-m', message);
   };
   const run = () =>
-    promisify(execFile)(process.execPath, ['--import', 'tsx', join(repoRoot, 'scripts/spec-breaking.ts'), '--base', 'HEAD~1'], { cwd: dir }).then(
+    promisify(execFile)(process.execPath, ['--import', 'tsx', join(repoRoot, 'scripts/spec-breaking.ts'), '--base', 'HEAD~1'], {
+      cwd: dir,
+    }).then(
       ({ stdout, stderr }) => ({ code: 0, out: stdout + stderr }),
       (error: { code: number; stdout: string; stderr: string }) => ({ code: error.code, out: error.stdout + error.stderr }),
     );
@@ -138,7 +205,8 @@ describe(`npm run spec:breaking -- --base REF, with ${correctionsFile}`, () => {
     writeFileSync(join(dir, 'openapi.yaml'), stringify(doc));
     if (corrections) writeFileSync(join(dir, correctionsFile), stringify(corrections));
   };
-  const withNameRequired = (required: boolean) => changed((d) => (d.components.schemas.Category.required = required ? ['id', 'name'] : ['id']));
+  const withNameRequired = (required: boolean) =>
+    changed((d) => (d.components.schemas.Category.required = required ? ['id', 'name'] : ['id']));
   const correction: Correction = {
     schema: 'Category',
     rule: 'cannot make required response property',
@@ -163,7 +231,9 @@ describe(`npm run spec:breaking -- --base REF, with ${correctionsFile}`, () => {
     // As CI runs it: the commit that makes the correction is HEAD.
     const corrected = await run();
     expect(corrected.code).toBe(0);
-    expect(corrected.out).toMatch(/accepted as corrections to the interface \(docs\/interface-corrections\.yaml\):\n {2}- GET \/categories/);
+    expect(corrected.out).toMatch(
+      /accepted as corrections to the interface \(docs\/interface-corrections\.yaml\):\n {2}- GET \/categories/,
+    );
 
     // Later the field becomes required again (no break), then optional again: the entry,
     // already in the file, does not excuse it.
@@ -181,7 +251,9 @@ describe('npm run spec:breaking -- --base REF', () => {
   let dir: string;
   const git = (...args: string[]) => promisify(execFile)('git', args, { cwd: dir });
   const run = () =>
-    promisify(execFile)(process.execPath, ['--import', 'tsx', join(repoRoot, 'scripts/spec-breaking.ts'), '--base', 'HEAD'], { cwd: dir }).then(
+    promisify(execFile)(process.execPath, ['--import', 'tsx', join(repoRoot, 'scripts/spec-breaking.ts'), '--base', 'HEAD'], {
+      cwd: dir,
+    }).then(
       ({ stdout, stderr }) => ({ code: 0, out: stdout + stderr }),
       (error: { code: number; stdout: string; stderr: string }) => ({ code: error.code, out: error.stdout + error.stderr }),
     );

@@ -22,12 +22,23 @@ describe('SQLite statements', () => {
   const admin = { accountId: 1, role: 'admin' as const };
 
   beforeAll(async () => {
-    const account = await storage.insertAccount({ email: 'rows@example.com', passwordHash: 'x', role: 'customer', createdAt: '2026-01-01T00:00:00Z' });
+    const account = await storage.insertAccount({
+      email: 'rows@example.com',
+      passwordHash: 'x',
+      role: 'customer',
+      createdAt: '2026-01-01T00:00:00Z',
+    });
     customer.accountId = admin.accountId = account!.id;
     const category = await store.categories.create({ name: 'Limited' });
     for (let i = 0; i < 3; i++) await store.pets.create({ name: `Pet ${i}`, categoryId: category.id, status: 'available' });
     for (let i = 0; i < 3; i++) {
-      await storage.insertApiKey({ accountId: account!.id, keyHash: `hash-${i}`, prefix: 'p', lastFour: 'abcd', createdAt: '2026-01-01T00:00:00Z' });
+      await storage.insertApiKey({
+        accountId: account!.id,
+        keyHash: `hash-${i}`,
+        prefix: 'p',
+        lastFour: 'abcd',
+        createdAt: '2026-01-01T00:00:00Z',
+      });
     }
   });
 

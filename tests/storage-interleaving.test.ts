@@ -42,7 +42,11 @@ async function seedPetAndCustomer(t: TestApp, name: string) {
   const category = await t.repos.categories.create({ name });
   const petId = (await t.repos.pets.create({ name: `${name} pet`, categoryId: category.id, status: 'available' })).id;
   await t.repos.inventory.setQuantity(petId, 5);
-  const accountId = (await t.repos.accounts.create({ email: `${name.toLowerCase()}@example.com`, passwordHash: 'unused', role: 'customer' }))!.id;
+  const accountId = (await t.repos.accounts.create({
+    email: `${name.toLowerCase()}@example.com`,
+    passwordHash: 'unused',
+    role: 'customer',
+  }))!.id;
   return { petId, accountId };
 }
 
@@ -75,7 +79,9 @@ describe('a transaction held open at an await', () => {
         throw new Error('roll back');
       },
     );
-    const outside = Promise.resolve(t.storage.insertMessage({ id: `msg_${'a'.repeat(24)}`, accountId, message: 'kept', createdAt: new Date().toISOString() }));
+    const outside = Promise.resolve(
+      t.storage.insertMessage({ id: `msg_${'a'.repeat(24)}`, accountId, message: 'kept', createdAt: new Date().toISOString() }),
+    );
     release();
     await expect(tx).rejects.toThrow('roll back');
     await outside;
@@ -121,7 +127,8 @@ describe('on a file: group commit and the read connection', () => {
   const t = setupApp({ db });
   // Another connection to the file, as another process would have.
   const other = new Database(path, { readonly: true });
-  const stockSeenElsewhere = (id: number) => (other.prepare('select quantity from inventory where pet_id = ?').get(id) as { quantity: number }).quantity;
+  const stockSeenElsewhere = (id: number) =>
+    (other.prepare('select quantity from inventory where pet_id = ?').get(id) as { quantity: number }).quantity;
   let petId: number;
   let accountId: number;
 

@@ -12,7 +12,7 @@ import { createDatabase } from '../db/client';
 import { createSqliteStorage } from '../db/sqlite-storage';
 import { createStore } from '../domain/store';
 import { admin, customer, password, setupApp, uniqueEmail } from './helpers';
-import { startServer, type ServerProcess } from './server-process';
+import { startServer, type ServerProcess } from '../scripts/server-process';
 
 const repoRoot = join(__dirname, '..');
 const tsx = join(repoRoot, 'node_modules', '.bin', 'tsx');
@@ -109,7 +109,11 @@ describe('100 simultaneous orders against one server on 127.0.0.1', () => {
           method: 'POST',
           headers: { ...buyer.auth, 'Content-Type': 'application/json', 'Idempotency-Key': 'same-click' },
           body: JSON.stringify({ petId: pet.body.id }),
-        }).then(async (res) => ({ status: res.status, replayed: res.headers.get('idempotent-replayed'), body: (await res.json()) as { id: number } })),
+        }).then(async (res) => ({
+          status: res.status,
+          replayed: res.headers.get('idempotent-replayed'),
+          body: (await res.json()) as { id: number },
+        })),
       ),
     );
     expect(answers.map((a) => a.status)).toEqual(Array(20).fill(201));
@@ -128,7 +132,12 @@ describe('two server processes sharing one SQLite file', () => {
   const logs = () => servers.map((server) => server.log()).join('');
 
   async function start(): Promise<string> {
-    const server = await startServer({ DATABASE_PATH: databasePath, SEED_DEMO_DATA: 'false', RATE_LIMIT_PER_MINUTE: '100000', SIGNUPS_PER_ADDRESS_PER_HOUR: '100000' });
+    const server = await startServer({
+      DATABASE_PATH: databasePath,
+      SEED_DEMO_DATA: 'false',
+      RATE_LIMIT_PER_MINUTE: '100000',
+      SIGNUPS_PER_ADDRESS_PER_HOUR: '100000',
+    });
     servers.push(server);
     return server.url;
   }

@@ -90,7 +90,13 @@ let signUps = 0;
  */
 export async function writeLoad(
   base: string,
-  { customerKey, petId, rounds, concurrency = 8, enough = () => false }: {
+  {
+    customerKey,
+    petId,
+    rounds,
+    concurrency = 8,
+    enough = () => false,
+  }: {
     customerKey: string;
     petId: number;
     rounds: number;
@@ -101,7 +107,8 @@ export async function writeLoad(
 ): Promise<Tally> {
   const record = (kind: Kind, res: Reply, ok: number) => {
     if (res.status === ok) tally.acknowledged[kind]++;
-    else if (res.status === 503 && res.body.code === 'storage_unavailable' && res.headers.get('retry-after') !== null) tally.refused[kind]++;
+    else if (res.status === 503 && res.body.code === 'storage_unavailable' && res.headers.get('retry-after') !== null)
+      tally.refused[kind]++;
     else tally.unexpected.push(`${kind}: ${res.status} ${JSON.stringify(res.body)}`);
     return res.status === ok;
   };

@@ -15,7 +15,9 @@ export const accounts = pgTable(
     // Stored lower-cased: the unique index makes emails unique ignoring case.
     email: text('email').notNull().unique(),
     passwordHash: text('password_hash').notNull(),
-    role: text('role', { enum: ['customer', 'admin'] }).notNull().default('customer'),
+    role: text('role', { enum: ['customer', 'admin'] })
+      .notNull()
+      .default('customer'),
     createdAt: text('created_at').notNull(),
   },
   (t) => [check('accounts_role_check', sql`${t.role} in ('customer', 'admin')`)],
@@ -56,7 +58,9 @@ export const pets = pgTable(
     categoryId: ref('category_id')
       .notNull()
       .references(() => categories.id, { onDelete: 'restrict' }),
-    status: text('status', { enum: ['available', 'pending', 'sold'] }).notNull().default('available'),
+    status: text('status', { enum: ['available', 'pending', 'sold'] })
+      .notNull()
+      .default('available'),
   },
   (t) => [
     index('pets_status_idx').on(t.status, t.id),
@@ -123,14 +127,13 @@ export const messages = pgTable(
       .notNull()
       .references(() => accounts.id, { onDelete: 'cascade' }),
     message: text('message').notNull(),
-    status: text('status', { enum: ['queued', 'sent'] }).notNull().default('queued'),
+    status: text('status', { enum: ['queued', 'sent'] })
+      .notNull()
+      .default('queued'),
     createdAt: text('created_at').notNull(),
     sentAt: text('sent_at'),
   },
-  (t) => [
-    index('messages_status_idx').on(t.status, t.createdAt),
-    check('messages_status_check', sql`${t.status} in ('queued', 'sent')`),
-  ],
+  (t) => [index('messages_status_idx').on(t.status, t.createdAt), check('messages_status_check', sql`${t.status} in ('queued', 'sent')`)],
 );
 
 // Shared rate-limit budgets: one row per client key and window, so N instances count once;

@@ -7,12 +7,14 @@ import { and, asc, count, eq, gt, inArray, isNull, lte, or, sql, type SQL } from
 import { drizzle, type NodePgDatabase } from 'drizzle-orm/node-postgres';
 import { migrate } from 'drizzle-orm/node-postgres/migrator';
 import { join } from 'node:path';
-import { Pool } from 'pg';
+import type { Pool, PoolClient } from 'pg';
 import type { Queries, Storage } from '../../domain/storage';
 import type { Principal } from '../../domain/types';
+import { asUnavailable, createAvailability, isConnectionError, openPool } from './connection';
 import { toAccount, toApiKey, toCategory, toMessage, toOrder, toPet } from '../rows';
 import * as schema from './schema';
 import { accounts, apiKeys, categories, idempotencyKeys, inventory, messages, orders, pets, rateLimits } from './schema';
+import { guardTransactions } from '../transaction-guard';
 
 export type PgDb = NodePgDatabase<typeof schema> & { $client: Pool };
 
@@ -69,9 +71,17 @@ function createQueries(db: Executor): Queries {
           .limit(page.limit)
       ).map(toApiKey),
     async revokeApiKey(accountId, keyId, at) {
-      const owned = first(await db.select({ id: apiKeys.id }).from(apiKeys).where(and(eq(apiKeys.id, keyId), eq(apiKeys.accountId, accountId))));
+      const owned = first(
+        await db
+          .select({ id: apiKeys.id })
+          .from(apiKeys)
+          .where(and(eq(apiKeys.id, keyId), eq(apiKeys.accountId, accountId))),
+      );
       if (!owned) return false;
-      await db.update(apiKeys).set({ revokedAt: at }).where(and(eq(apiKeys.id, keyId), isNull(apiKeys.revokedAt)));
+      await db
+        .update(apiKeys)
+        .set({ revokedAt: at })
+        .where(and(eq(apiKeys.id, keyId), isNull(apiKeys.revokedAt)));
       return true;
     },
     async touchApiKey(keyId, at) {
@@ -82,16 +92,21 @@ function createQueries(db: Executor): Queries {
         await db
           .select({ n: count() })
           .from(apiKeys)
-          .where(and(eq(apiKeys.accountId, accountId), isNull(apiKeys.revokedAt), or(isNull(apiKeys.expiresAt), gt(apiKeys.expiresAt, now)))),
+          .where(
+            and(eq(apiKeys.accountId, accountId), isNull(apiKeys.revokedAt), or(isNull(apiKeys.expiresAt), gt(apiKeys.expiresAt, now))),
+          ),
       )?.n ?? 0,
 
     listCategories: async (page) =>
-      (await db.select().from(categories).where(gt(categories.id, page.after)).orderBy(asc(categories.id)).limit(page.limit)).map(toCategory),
+      (await db.select().from(categories).where(gt(categories.id, page.after)).orderBy(asc(categories.id)).limit(page.limit)).map(
+        toCategory,
+      ),
     async findCategory(id) {
       const row = first(await db.select().from(categories).where(eq(categories.id, id)));
       return row ? toCategory(row) : null;
     },
-    lockCategory: async (id) => (await db.select({ id: categories.id }).from(categories).where(eq(categories.id, id)).for('update')).length > 0,
+    lockCategory: async (id) =>
+      (await db.select({ id: categories.id }).from(categories).where(eq(categories.id, id)).for('update')).length > 0,
     async insertCategory(input) {
       const [row] = await db.insert(categories).values(input).onConflictDoNothing({ target: categories.nameKey }).returning();
       return row ? toCategory(row) : 'taken';
@@ -108,14 +123,22 @@ function createQueries(db: Executor): Queries {
     async deleteCategory(id) {
       await db.delete(categories).where(eq(categories.id, id));
     },
-    petInCategory: async (categoryId) => first(await db.select({ id: pets.id }).from(pets).where(eq(pets.categoryId, categoryId)).limit(1))?.id ?? null,
+    petInCategory: async (categoryId) =>
+      first(await db.select({ id: pets.id }).from(pets).where(eq(pets.categoryId, categoryId)).limit(1))?.id ?? null,
 
     async listPets(filter, page) {
       const where: SQL[] = [gt(pets.id, page.after)];
       if (filter.status !== undefined) where.push(eq(pets.status, filter.status));
       if (filter.categoryId !== undefined) where.push(eq(pets.categoryId, filter.categoryId));
       if (filter.ids !== undefined) where.push(inArray(pets.id, filter.ids));
-      return (await db.select().from(pets).where(and(...where)).orderBy(asc(pets.id)).limit(page.limit)).map(toPet);
+      return (
+        await db
+          .select()
+          .from(pets)
+          .where(and(...where))
+          .orderBy(asc(pets.id))
+          .limit(page.limit)
+      ).map(toPet);
     },
     async findPet(id) {
       const row = first(await db.select().from(pets).where(eq(pets.id, id)));
@@ -168,19 +191,46 @@ function createQueries(db: Executor): Queries {
     async listOrders(viewer, filter, page) {
       const where = [...visibleTo(viewer), gt(orders.id, page.after)];
       if (filter.complete !== undefined) where.push(eq(orders.complete, filter.complete));
-      return (await db.select().from(orders).where(and(...where)).orderBy(asc(orders.id)).limit(page.limit)).map(toOrder);
+      return (
+        await db
+          .select()
+          .from(orders)
+          .where(and(...where))
+          .orderBy(asc(orders.id))
+          .limit(page.limit)
+      ).map(toOrder);
     },
     async findOrder(viewer, id) {
-      const row = first(await db.select().from(orders).where(and(eq(orders.id, id), ...visibleTo(viewer))));
+      const row = first(
+        await db
+          .select()
+          .from(orders)
+          .where(and(eq(orders.id, id), ...visibleTo(viewer))),
+      );
       return row ? toOrder(row) : null;
     },
-    insertOrder: async (input) => toOrder((await db.insert(orders).values({ ...input, complete: false }).returning())[0]!),
-    completeOrder: async (id, shipDate) => toOrder((await db.update(orders).set({ complete: true, shipDate }).where(eq(orders.id, id)).returning())[0]!),
+    insertOrder: async (input) =>
+      toOrder(
+        (
+          await db
+            .insert(orders)
+            .values({ ...input, complete: false })
+            .returning()
+        )[0]!,
+      ),
+    completeOrder: async (id, shipDate) =>
+      toOrder((await db.update(orders).set({ complete: true, shipDate }).where(eq(orders.id, id)).returning())[0]!),
     async deleteOrder(id) {
       await db.delete(orders).where(eq(orders.id, id));
     },
     openOrderOfPet: async (petId) =>
-      first(await db.select({ id: orders.id }).from(orders).where(and(eq(orders.petId, petId), eq(orders.complete, false))).limit(1))?.id ?? null,
+      first(
+        await db
+          .select({ id: orders.id })
+          .from(orders)
+          .where(and(eq(orders.petId, petId), eq(orders.complete, false)))
+          .limit(1),
+      )?.id ?? null,
 
     async lockIdempotencyKey(accountId, key) {
       // Two requests with one key on two instances: the second waits here, then replays.
@@ -204,15 +254,34 @@ function createQueries(db: Executor): Queries {
         .values({ accountId, key, ...record, createdAt })
         .onConflictDoUpdate({ target: [idempotencyKeys.accountId, idempotencyKeys.key], set: { ...record, createdAt } });
     },
-    purgeIdempotency: async (before) => (await db.delete(idempotencyKeys).where(sql`${idempotencyKeys.createdAt} < ${before}`)).rowCount ?? 0,
+    purgeIdempotency: async (before) =>
+      (await db.delete(idempotencyKeys).where(sql`${idempotencyKeys.createdAt} < ${before}`)).rowCount ?? 0,
 
-    insertMessage: async (input) => toMessage((await db.insert(messages).values({ ...input, status: 'queued' }).returning())[0]!),
+    insertMessage: async (input) =>
+      toMessage(
+        (
+          await db
+            .insert(messages)
+            .values({ ...input, status: 'queued' })
+            .returning()
+        )[0]!,
+      ),
     async findMessage(accountId, id) {
-      const row = first(await db.select().from(messages).where(and(eq(messages.id, id), eq(messages.accountId, accountId))));
+      const row = first(
+        await db
+          .select()
+          .from(messages)
+          .where(and(eq(messages.id, id), eq(messages.accountId, accountId))),
+      );
       return row ? toMessage(row) : null;
     },
     countQueuedMessages: async (accountId) =>
-      first(await db.select({ n: count() }).from(messages).where(and(eq(messages.accountId, accountId), eq(messages.status, 'queued'))))?.n ?? 0,
+      first(
+        await db
+          .select({ n: count() })
+          .from(messages)
+          .where(and(eq(messages.accountId, accountId), eq(messages.status, 'queued'))),
+      )?.n ?? 0,
     async deliverDue(createdBefore, sentAt, limit) {
       // SKIP LOCKED: workers on other instances take other rows instead of waiting, and a
       // row is claimed by exactly one of them.
@@ -234,8 +303,7 @@ function createQueries(db: Executor): Queries {
 }
 
 export function openPgDatabase(url: string, poolSize = 10): PgDb {
-  const pool = new Pool({ connectionString: url, max: poolSize });
-  return drizzle({ client: pool, schema });
+  return drizzle({ client: openPool(url, poolSize), schema });
 }
 
 /**
@@ -244,6 +312,15 @@ export function openPgDatabase(url: string, poolSize = 10): PgDb {
  * was brand new (no migration applied before), for the demo catalogue.
  */
 export async function migratePg(db: PgDb, folder = pgMigrationsFolder): Promise<{ brandNew: boolean }> {
+  try {
+    return await migrateLocked(db, folder);
+  } catch (error) {
+    // The server not answering yet is worth waiting for (server/startup.ts); anything else is not.
+    throw asUnavailable(error);
+  }
+}
+
+async function migrateLocked(db: PgDb, folder: string): Promise<{ brandNew: boolean }> {
   const client = await db.$client.connect();
   try {
     // An arbitrary constant naming "petstore migrations" among advisory locks.
@@ -267,18 +344,61 @@ export async function migratePg(db: PgDb, folder = pgMigrationsFolder): Promise<
   }
 }
 
-export function createPgStorage(db: PgDb): Storage {
+export interface PgStorageOptions {
+  /** PostgreSQL became unreachable (the error) or answers again (null); once per change. */
+  onAvailability?: (error: Error | null) => void;
+}
+
+export function createPgStorage(db: PgDb, { onAvailability = () => {} }: PgStorageOptions = {}): Storage {
+  const pool = db.$client;
+  const availability = createAvailability(pool.options.connectionString!, onAvailability);
+  pool.on('error', availability.suspect);
+  pool.on('connect', (client) => client.on('error', availability.suspect));
+  // One drizzle instance per pooled connection, made on its first transaction.
+  const sessions = new WeakMap<PoolClient, PgDb>();
+  const storage = createUnguardedStorage(db, async (work) => {
+    // Checked out here rather than by drizzle's pool transaction, which keeps a connection
+    // whose BEGIN failed out of the pool for good; a connection that failed is discarded.
+    const client = await pool.connect();
+    let failure: unknown;
+    try {
+      let session = sessions.get(client);
+      if (!session) sessions.set(client, (session = drizzle({ client: client as unknown as Pool, schema })));
+      return await session.transaction((tx) => work(createQueries(tx)));
+    } catch (error) {
+      failure = error;
+      throw error;
+    } finally {
+      client.release(isConnectionError(failure) ? (failure as Error) : undefined);
+    }
+  });
+  const guarded = Object.fromEntries(
+    Object.entries(storage).map(([name, value]) =>
+      typeof value === 'function' && name !== 'close'
+        ? [name, (...args: unknown[]) => availability.guard(async () => (value as (...a: unknown[]) => unknown)(...args))]
+        : [name, value],
+    ),
+  ) as unknown as Storage;
+  return guardTransactions({
+    ...guarded,
+    async close() {
+      availability.stop();
+      await storage.close();
+    },
+  });
+}
+
+function createUnguardedStorage(db: PgDb, transaction: Storage['transaction']): Storage {
   const queries = createQueries(db);
   return {
     ...queries,
     engine: 'postgres',
-    transaction: (work) => db.transaction((tx) => work(createQueries(tx))),
+    transaction,
     async takeRateLimitLease(key, windowMs, now, want, limit) {
       // One upsert: concurrent leases from any instance serialise on the row, and the SET
       // expressions all read the row as it was, so `granted` and `hits` agree.
-      const fresh = Math.max(Math.min(want, limit), 0);
-      const grant =
-        want >= 0 ? sql`greatest(least(${want}::integer, ${limit}::integer - ${rateLimits.hits}), 0)` : sql`greatest(${want}::integer, -${rateLimits.hits})`;
+      const fresh = Math.min(want, limit);
+      const grant = sql`greatest(least(${want}::integer, ${limit}::integer - ${rateLimits.hits}), 0)`;
       const ended = sql`${rateLimits.resetAt} <= ${now}::bigint`;
       const [row] = await db
         .insert(rateLimits)

@@ -20,9 +20,7 @@ const spec = {
     '/pets/{petId}': {
       get: {
         operationId: 'getPetById',
-        parameters: [
-          { name: 'petId', in: 'path', required: true, schema: { type: 'integer', minimum: 1, maximum: 9007199254740991 } },
-        ],
+        parameters: [{ name: 'petId', in: 'path', required: true, schema: { type: 'integer', minimum: 1, maximum: 9007199254740991 } }],
         responses: {
           '200': { description: 'the pet', content: { 'application/json': { schema: { $ref: '#/components/schemas/Pet' } } } },
           default: { description: 'error', content: { 'application/json': { schema: { $ref: '#/components/schemas/Error' } } } },

@@ -27,7 +27,9 @@ const median = (xs: number[]) => {
 export async function benchPagination(): Promise<void> {
   const db = createDatabase(join(mkdtempSync(join(tmpdir(), 'petstore-bench-pages-')), 'petstore.db'));
   const sqlite = db.$client;
-  sqlite.exec("insert into accounts (email, password_hash, role, created_at) values ('bench@example.com', 'x', 'admin', '2026-01-01T00:00:00Z')");
+  sqlite.exec(
+    "insert into accounts (email, password_hash, role, created_at) values ('bench@example.com', 'x', 'admin', '2026-01-01T00:00:00Z')",
+  );
   const { key, ...stored } = generateApiKey();
   await createStore(createSqliteStorage(db)).apiKeys.create({ accountId: 1, ...stored });
   sqlite.exec("insert into categories (name, name_key) values ('Dogs', 'dogs'), ('Cats', 'cats')");

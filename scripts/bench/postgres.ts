@@ -2,7 +2,7 @@
 // /pets/{id} and POST /store/orders, each server a real process as `npm start` runs it.
 // Self-contained; needs a PostgreSQL it may create databases on:
 //
-//   bash scripts/with-postgres.sh bash -c 'BENCH_PG_URL=$PG_URL npx tsx scripts/bench/postgres.ts'
+//   npm run build && bash scripts/with-postgres.sh bash -c 'BENCH_PG_URL=$PG_URL npx tsx scripts/bench/postgres.ts'
 //
 // Two instances are loaded at once, each with half the connections, and their req/s
 // summed. Rounds are interleaved and ratios are medians of per-round ratios, so drift in
@@ -37,13 +37,24 @@ const freePort = () =>
 async function start(env: Record<string, string>): Promise<{ port: number; child: ChildProcess }> {
   const port = await freePort();
   // As `npm start` runs it (package.json).
-  const child = spawn(process.execPath, ['-r', './server/register-ts.cjs', 'server/main.ts'], {
+  const child = spawn(process.execPath, ['dist/server/main.js'], {
     cwd: root,
-    env: { ...process.env, PORT: String(port), HOST: '127.0.0.1', LOG_LEVEL: 'error', SEED_DEMO_DATA: 'false', RATE_LIMIT_PER_MINUTE: '1000000', ...env },
+    env: {
+      ...process.env,
+      PORT: String(port),
+      HOST: '127.0.0.1',
+      LOG_LEVEL: 'error',
+      SEED_DEMO_DATA: 'false',
+      RATE_LIMIT_PER_MINUTE: '1000000',
+      ...env,
+    },
     stdio: ['ignore', 'ignore', 'inherit'],
   });
   for (let i = 0; i < 600; i++) {
-    const ok = await fetch(`http://127.0.0.1:${port}/readyz`).then((r) => r.ok, () => false);
+    const ok = await fetch(`http://127.0.0.1:${port}/readyz`).then(
+      (r) => r.ok,
+      () => false,
+    );
     if (ok) return { port, child };
     await new Promise((r) => setTimeout(r, 100));
   }
@@ -63,14 +74,23 @@ async function prepare(port: number, dbEnv: Record<string, string>) {
   const base = `http://127.0.0.1:${port}`;
   const json = { 'Content-Type': 'application/json' };
   const basic = (email: string) => `Basic ${Buffer.from(`${email}:${password}`).toString('base64')}`;
-  await promisify(execFile)(process.execPath, ['--import', 'tsx', 'scripts/account-create.ts', '--email', 'boss@example.com', `--password=${password}`, '--admin'], {
-    cwd: root,
-    env: { ...process.env, ...dbEnv },
-  });
-  const key = async (email: string) => ((await (await fetch(`${base}/api-keys`, { method: 'POST', headers: { Authorization: basic(email) } })).json()) as { key: string }).key;
+  await promisify(execFile)(
+    process.execPath,
+    ['--import', 'tsx', 'scripts/account-create.ts', '--email', 'boss@example.com', `--password=${password}`, '--admin'],
+    {
+      cwd: root,
+      env: { ...process.env, ...dbEnv },
+    },
+  );
+  const key = async (email: string) =>
+    ((await (await fetch(`${base}/api-keys`, { method: 'POST', headers: { Authorization: basic(email) } })).json()) as { key: string }).key;
   const boss = { Authorization: `Bearer ${await key('boss@example.com')}`, ...json };
-  const category = (await (await fetch(`${base}/categories`, { method: 'POST', headers: boss, body: JSON.stringify({ name: 'Bench' }) })).json()) as { id: number };
-  const pet = (await (await fetch(`${base}/pets`, { method: 'POST', headers: boss, body: JSON.stringify({ name: 'Benched', categoryId: category.id }) })).json()) as { id: number };
+  const category = (await (
+    await fetch(`${base}/categories`, { method: 'POST', headers: boss, body: JSON.stringify({ name: 'Bench' }) })
+  ).json()) as { id: number };
+  const pet = (await (
+    await fetch(`${base}/pets`, { method: 'POST', headers: boss, body: JSON.stringify({ name: 'Benched', categoryId: category.id }) })
+  ).json()) as { id: number };
   await fetch(`${base}/store/inventory/${pet.id}`, { method: 'PUT', headers: boss, body: JSON.stringify({ quantity: 1_000_000 }) });
   await fetch(`${base}/accounts`, { method: 'POST', headers: json, body: JSON.stringify({ email: 'buyer@example.com', password }) });
   return { petId: pet.id, auth: `Bearer ${await key('buyer@example.com')}` };
@@ -158,7 +178,9 @@ async function main(): Promise<void> {
       }
     }
 
-    console.log(`PostgreSQL beside SQLite: ${rounds} interleaved rounds of ${seconds} s, ${connections} connections in all (two instances: half each, req/s summed)\n`);
+    console.log(
+      `PostgreSQL beside SQLite: ${rounds} interleaved rounds of ${seconds} s, ${connections} connections in all (two instances: half each, req/s summed)\n`,
+    );
     console.log('| load | SQLite, 1 instance | PostgreSQL, 1 instance | PostgreSQL, 2 instances | PostgreSQL / SQLite | 2 instances / 1 |');
     console.log('|---|---|---|---|---|---|');
     for (const load of ['GET /pets/{id}', 'POST /store/orders']) {

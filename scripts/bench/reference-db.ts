@@ -22,8 +22,7 @@ export function openReferenceDb(path: string) {
       const token = /^bearer +(\S+)$/i.exec(header ?? '')?.[1];
       if (!token) return false;
       const row = key.get(createHash('sha256').update(token, 'utf8').digest('hex')) as
-        | { revokedAt: string | null; expiresAt: string | null }
-        | undefined;
+        { revokedAt: string | null; expiresAt: string | null } | undefined;
       return !!row && row.revokedAt === null && (row.expiresAt === null || Date.parse(row.expiresAt) > Date.now());
     },
   };

@@ -425,8 +425,7 @@ async function memoryCheck(serviceEnv: Record<string, string>, auth: Record<stri
     clearInterval(sampler);
     await sleep(1000);
     const afterTotal = rssMiB(pid);
-    const peak = (from: number, to: number) =>
-      Math.max(...samples.filter((s) => s.answered > from && s.answered <= to).map((s) => s.rss));
+    const peak = (from: number, to: number) => Math.max(...samples.filter((s) => s.answered > from && s.answered <= to).map((s) => s.rss));
     return {
       afterFirst,
       afterTotal,
@@ -522,5 +521,8 @@ function report(rows: Row[], memory: Memory | null, ready: Ready): void {
   if (memory && memory.done < memoryTotal) {
     console.log(`(memory check stopped at its ${memoryCapS} s cap after ${memory.done} of ${memoryTotal} requests)`);
   }
-  if (ready.npm.length > 0) console.log(`ready runs (ms): npm start ${ready.npm.map((x) => x.toFixed(0)).join(', ')}; node ${ready.direct.map((x) => x.toFixed(0)).join(', ')}`);
+  if (ready.npm.length > 0)
+    console.log(
+      `ready runs (ms): npm start ${ready.npm.map((x) => x.toFixed(0)).join(', ')}; node ${ready.direct.map((x) => x.toFixed(0)).join(', ')}`,
+    );
 }

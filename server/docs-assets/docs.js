@@ -65,27 +65,48 @@
       // The stock list renderer is reused for each run by handing it a
       // selector that answers with that run's tags only.
       function list(tags, key) {
-        var subset = taggedOps.filter(function (_tagObj, tag) { return tags.has(tag); });
+        var subset = taggedOps.filter(function (_tagObj, tag) {
+          return tags.has(tag);
+        });
         if (subset.size === 0) return null;
         var selectors = Object.assign({}, specSelectors, {
-          taggedOperations: function () { return subset; },
+          taggedOperations: function () {
+            return subset;
+          },
         });
         return h(Original, Object.assign({}, props, { key: key, specSelectors: selectors }));
       }
 
-      return h('div', { className: 'tag-groups' }, segmentTags(taggedOps, parentOf).map(function (segment, i) {
-        if (!segment.group) return list(segment.tags, 'ungrouped-' + i);
-        var id = 'tag-group-' + segment.group.replace(/[^A-Za-z0-9_-]/g, '_');
-        var description = specSelectors.tags()
-          .find(function (tag) { return tag.get('name') === segment.group; }, null, system.Im.Map())
-          .get('description');
-        return h('section', {
-          key: id, className: 'tag-group', 'data-tag-group': segment.group, 'aria-labelledby': id,
-        },
-          h('h2', { className: 'tag-group__title', id: id }, segment.group),
-          description ? h('div', { className: 'tag-group__description' }, h(Markdown, { source: description })) : null,
-          h('div', { className: 'tag-group__children' }, list(segment.tags, id + '-tags')));
-      }));
+      return h(
+        'div',
+        { className: 'tag-groups' },
+        segmentTags(taggedOps, parentOf).map(function (segment, i) {
+          if (!segment.group) return list(segment.tags, 'ungrouped-' + i);
+          var id = 'tag-group-' + segment.group.replace(/[^A-Za-z0-9_-]/g, '_');
+          var description = specSelectors
+            .tags()
+            .find(
+              function (tag) {
+                return tag.get('name') === segment.group;
+              },
+              null,
+              system.Im.Map(),
+            )
+            .get('description');
+          return h(
+            'section',
+            {
+              key: id,
+              className: 'tag-group',
+              'data-tag-group': segment.group,
+              'aria-labelledby': id,
+            },
+            h('h2', { className: 'tag-group__title', id: id }, segment.group),
+            description ? h('div', { className: 'tag-group__description' }, h(Markdown, { source: description })) : null,
+            h('div', { className: 'tag-group__children' }, list(segment.tags, id + '-tags')),
+          );
+        }),
+      );
     };
   }
 
@@ -97,17 +118,28 @@
       var markers = [];
       var stability = op && op.get('x-stability');
       if (STABILITY_LEVELS.indexOf(stability) !== -1) {
-        markers.push(h('span', {
-          key: 'stability',
-          className: 'stability-badge stability-badge--' + stability,
-          'data-stability': stability,
-          title: 'x-stability: ' + stability + ' - this operation may change',
-        }, stability));
+        markers.push(
+          h(
+            'span',
+            {
+              key: 'stability',
+              className: 'stability-badge stability-badge--' + stability,
+              'data-stability': stability,
+              title: 'x-stability: ' + stability + ' - this operation may change',
+            },
+            stability,
+          ),
+        );
       }
       if (op && op.get('deprecated') === true) {
         var sunset = op.get('x-deprecated-sunset');
-        markers.push(h('span', { key: 'deprecated', className: 'deprecation-notice', 'data-sunset': sunset || '' },
-          sunset ? 'Deprecated - sunset ' + sunset : 'Deprecated'));
+        markers.push(
+          h(
+            'span',
+            { key: 'deprecated', className: 'deprecation-notice', 'data-sunset': sunset || '' },
+            sunset ? 'Deprecated - sunset ' + sunset : 'Deprecated',
+          ),
+        );
       }
       return h(system.React.Fragment, null, h(Original, props), markers);
     };

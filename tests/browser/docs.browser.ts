@@ -34,10 +34,7 @@ type Operation = {
 type BrowserGlobal = {
   __cspViolations: string[];
   document: {
-    addEventListener(
-      type: 'securitypolicyviolation',
-      listener: (event: { violatedDirective: string; blockedURI: string }) => void,
-    ): void;
+    addEventListener(type: 'securitypolicyviolation', listener: (event: { violatedDirective: string; blockedURI: string }) => void): void;
   };
 };
 
@@ -173,8 +170,7 @@ async function main(): Promise<void> {
       assertEqual(response.status(), 200, 'status of GET /docs');
       const csp = (await response.allHeaders())['content-security-policy'] ?? '';
       assert(csp.includes("default-src 'self'"), `CSP lacks default-src 'self': "${csp}"`);
-      assert(csp.includes("script-src 'self'") && !/script-src[^;]*unsafe-inline/.test(csp),
-        `CSP allows more than own scripts: "${csp}"`);
+      assert(csp.includes("script-src 'self'") && !/script-src[^;]*unsafe-inline/.test(csp), `CSP allows more than own scripts: "${csp}"`);
     });
 
     const tags = spec.tags as Array<{ name: string; 'x-parent'?: string }>;
@@ -189,8 +185,7 @@ async function main(): Promise<void> {
         const heading = group.locator('h2.tag-group__title');
         assert(await heading.isVisible(), `${parent} group heading is not visible`);
         assertEqual((await heading.innerText()).trim(), parent, 'group heading text');
-        const children = await group.locator('.opblock-tag[data-tag]').evaluateAll((els) =>
-          els.map((el) => el.getAttribute('data-tag')));
+        const children = await group.locator('.opblock-tag[data-tag]').evaluateAll((els) => els.map((el) => el.getAttribute('data-tag')));
         assertEqual(children, expected, `tags inside the ${parent} group`);
         // Visibly under it: below the heading and indented from it.
         const headingBox = await heading.boundingBox();
@@ -202,8 +197,9 @@ async function main(): Promise<void> {
     }
 
     await check('parent tags are headings only; ungrouped tags stay outside the groups', async () => {
-      const sections = await page.locator('.opblock-tag[data-tag]').evaluateAll((els) =>
-        els.map((el) => ({ tag: el.getAttribute('data-tag'), grouped: !!el.closest('section.tag-group') })));
+      const sections = await page
+        .locator('.opblock-tag[data-tag]')
+        .evaluateAll((els) => els.map((el) => ({ tag: el.getAttribute('data-tag'), grouped: !!el.closest('section.tag-group') })));
       const names = sections.map((s) => s.tag);
       assert(!names.includes('Pets') && !names.includes('Store'), `a parent tag rendered as an operation list: ${names.join(', ')}`);
       for (const tag of ['accounts', 'messages', 'service']) {
@@ -239,12 +235,13 @@ async function main(): Promise<void> {
     }
 
     await check('stability badges appear exactly on the operations with x-stability', async () => {
-      const shown = await page.locator('.opblock').evaluateAll((els) =>
-        els.map((el) => el.querySelector('.stability-badge')?.textContent ?? null));
+      const shown = await page
+        .locator('.opblock')
+        .evaluateAll((els) => els.map((el) => el.querySelector('.stability-badge')?.textContent ?? null));
       const onPage = (await page.locator('.opblock').evaluateAll((els) => els.map((el) => el.id)))
-        .map((id, i) => `${id}=${shown[i] ?? '-'}`).sort();
-      const fromSpec = operations
-        .map((o) => `operations-${o.tag}-${o.operationId}=${o['x-stability'] ?? '-'}`).sort();
+        .map((id, i) => `${id}=${shown[i] ?? '-'}`)
+        .sort();
+      const fromSpec = operations.map((o) => `operations-${o.tag}-${o.operationId}=${o['x-stability'] ?? '-'}`).sort();
       assertEqual(onPage, fromSpec, 'badge per operation');
     });
 
@@ -290,7 +287,10 @@ async function main(): Promise<void> {
         const notice = opBlock(page, deprecated).locator('.deprecation-notice');
         await notice.waitFor();
         const text = await notice.innerText();
-        assert(text.includes('2031-01-15') && !text.includes('2027-06-30'), `with the sunset changed in the spec the notice reads "${text}"`);
+        assert(
+          text.includes('2031-01-15') && !text.includes('2027-06-30'),
+          `with the sunset changed in the spec the notice reads "${text}"`,
+        );
       } finally {
         server.serveSpec(spec);
       }
@@ -302,7 +302,6 @@ async function main(): Promise<void> {
       assertEqual(violations, [], 'Content-Security-Policy violations');
       assertEqual(pageErrors, [], 'page errors');
     });
-
   } finally {
     await browser?.close();
     await server.close();

@@ -7,7 +7,7 @@ import { execFileSync } from 'node:child_process';
 import { mkdtempSync, rmSync, statfsSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { eventually, startServer, type ServerProcess } from '../server-process';
+import { eventually, startServer, type ServerProcess } from '../../scripts/server-process';
 import { allKinds, call, databaseWithAdmin, emptyTally, loadEnv, setUp, storedRows, writeLoad } from '../write-load';
 
 const mountPoint = mkdtempSync(join(tmpdir(), 'petstore-full-disk-'));

@@ -5,7 +5,7 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import Database from 'better-sqlite3';
-import { startServer, type ServerProcess } from '../server-process';
+import { startServer, type ServerProcess } from '../../scripts/server-process';
 import { call, databaseWithAdmin, loadEnv, setUp } from '../write-load';
 
 const dir = mkdtempSync(join(tmpdir(), 'petstore-kill-'));
@@ -52,7 +52,9 @@ it('loses no acknowledged order across three kill -9 rounds, and the stock adds 
     await new Promise((r) => setTimeout(r, 1_500));
     running.child.kill('SIGKILL');
     for (const id of await load) acknowledged.add(id);
-    await new Promise<void>((resolve) => (running.child.exitCode !== null || running.child.signalCode !== null ? resolve() : running.child.once('exit', () => resolve())));
+    await new Promise<void>((resolve) =>
+      running.child.exitCode !== null || running.child.signalCode !== null ? resolve() : running.child.once('exit', () => resolve()),
+    );
     server = await startServer({ ...loadEnv, DATABASE_PATH: path });
     // Served again on the same file.
     expect((await call(server.url, 'GET', `/store/inventory/${petId}`, { key: customerKey })).status).toBe(200);

@@ -1,5 +1,6 @@
-// Runs the real `server/main.ts` in a child process, as `npm start` does, for the tests
-// that need start-up, shutdown or a restart on the same database file.
+// Runs the compiled service (dist/server/main.js, built by the suite's globalSetup) in a
+// child process, as `npm start` does, for the tests that need start-up, shutdown or a
+// restart on the same database file.
 import { spawn, type ChildProcess } from 'node:child_process';
 import { join } from 'node:path';
 
@@ -28,11 +29,11 @@ function waitForExit(child: ChildProcess, ms: number): Promise<number | null | '
 
 /**
  * Starts the service on an ephemeral port (PORT=0) and resolves once its start-up log
- * line names the address it listens on. `cwd` is the project to run (a test's copy).
+ * line names the address it listens on. `cwd` is the project to run (a test's copy, built).
  */
 export function startServer(env: Record<string, string>, timeoutMs = 30_000, cwd = repoRoot): Promise<ServerProcess> {
   // Exactly what `npm start` runs: one node process, so SIGTERM reaches the service itself.
-  const child = spawn(process.execPath, ['-r', './server/register-ts.cjs', 'server/main.ts'], {
+  const child = spawn(process.execPath, ['dist/server/main.js'], {
     cwd,
     env: { ...process.env, PORT: '0', HOST: '127.0.0.1', LOG_LEVEL: 'info', ...env },
     stdio: ['ignore', 'pipe', 'pipe'],

@@ -1,0 +1,64 @@
+// npm run build, also run by npm install (prepare) and before the jest suite, the contract
+// suite and the bench:
+// tsc compiles the service into dist/ (tsconfig.build.json, incremental), then the files
+// its modules read beside themselves at run time are copied next to the compiled
+// JavaScript, afresh so that a deleted one does not linger.
+//
+// Nothing is done when no input is newer than the last build, as make decides: tsc's own
+// up-to-date check loads the compiler first, and takes longer than the build-less cases need.
+import { execFileSync } from 'node:child_process';
+import { cpSync, readdirSync, rmSync, statSync, utimesSync } from 'node:fs';
+import { createRequire } from 'node:module';
+import { dirname, join } from 'node:path';
+import process from 'node:process';
+import { fileURLToPath } from 'node:url';
+
+const root = join(dirname(fileURLToPath(import.meta.url)), '..');
+const buildInfo = join(root, 'dist', '.tsbuildinfo');
+const sources = [
+  'openapi.yaml',
+  'server',
+  'handlers',
+  'db',
+  'domain',
+  'generated',
+  'tsconfig.json',
+  'tsconfig.build.json',
+  'package-lock.json',
+];
+const assets = [
+  'openapi.yaml',
+  'generated/openapi.json',
+  'db/migrations',
+  'db/pg/migrations',
+  'db/checkpoint-worker.cjs',
+  'server/docs-assets',
+];
+
+/** The newest modification time under `path` (a file or a folder), in ms. */
+function newest(path) {
+  const stat = statSync(path);
+  if (!stat.isDirectory()) return stat.mtimeMs;
+  return readdirSync(path).reduce((latest, name) => Math.max(latest, newest(join(path, name))), stat.mtimeMs);
+}
+
+function builtAt() {
+  try {
+    return statSync(buildInfo).mtimeMs;
+  } catch {
+    return -Infinity;
+  }
+}
+
+const started = new Date();
+if (sources.some((source) => newest(join(root, source)) > builtAt())) {
+  const tsc = createRequire(import.meta.url).resolve('typescript/bin/tsc');
+  execFileSync(process.execPath, [tsc, '-b', 'tsconfig.build.json'], { cwd: root, stdio: 'inherit' });
+  for (const asset of assets) {
+    const target = join(root, 'dist', asset);
+    rmSync(target, { recursive: true, force: true });
+    cpSync(join(root, asset), target, { recursive: true });
+  }
+  // tsc leaves its build info untouched when only an asset changed.
+  utimesSync(buildInfo, started, started);
+}

@@ -1,0 +1,50 @@
+// express-openapi-validator is pinned and carried with patches/express-openapi-validator+<version>.patch,
+// applied at install by patch-package (postinstall): the route-matcher cache of upstream's
+// pull request 1217 (cdimascio/express-openapi-validator), and no OpenAPI meta-schema
+// compile when `validateApiSpec` is false. These fail when an upgrade drops the patch or
+// the pin, so that the patch is either carried forward or deleted once upstream ships it.
+import { readdirSync, readFileSync } from 'node:fs';
+import { join } from 'node:path';
+import * as framework from 'express-openapi-validator/dist/framework';
+import { OpenApiContext } from 'express-openapi-validator/dist/framework/openapi.context';
+import * as schemaValidator from 'express-openapi-validator/dist/framework/openapi.schema.validator';
+import { loadSpec } from '../server/spec';
+import { repoRoot } from '../scripts/server-process';
+
+const pkg = JSON.parse(readFileSync(join(repoRoot, 'package.json'), 'utf8'));
+const installed = JSON.parse(readFileSync(join(repoRoot, 'node_modules/express-openapi-validator/package.json'), 'utf8')).version;
+
+describe('express-openapi-validator, as patched at install', () => {
+  it('is the exact version the patch was made for', () => {
+    expect(pkg.dependencies['express-openapi-validator']).toBe(installed);
+    expect(readdirSync(join(repoRoot, 'patches'))).toEqual([`express-openapi-validator+${installed}.patch`]);
+    expect(pkg.scripts.postinstall).toMatch(/^patch-package /);
+  });
+
+  it('compiles each route matcher once and hands the same one back', () => {
+    const context = new OpenApiContext({ apiDoc: {}, basePaths: [], routes: [], serial: 0 } as never, /^$/) as OpenApiContext & {
+      getRouteMatcher?: (route: string, strict: boolean, sensitive: boolean) => { regexp: RegExp; paramKeys: string[] };
+    };
+    expect(typeof context.getRouteMatcher).toBe('function');
+    const matcher = context.getRouteMatcher!('/pets/:petId', true, true);
+    expect(matcher.paramKeys).toEqual(['petId']);
+    expect(matcher.regexp.exec('/pets/7')?.[1]).toBe('7');
+    expect(context.getRouteMatcher!('/pets/:petId', true, true)).toBe(matcher);
+    expect(context.getRouteMatcher!('/pets/:petId', false, true)).not.toBe(matcher);
+  });
+
+  it('builds the OpenAPI schema validator only when it is to check the document', async () => {
+    const Original = schemaValidator.OpenAPISchemaValidator;
+    const built = jest.spyOn(schemaValidator, 'OpenAPISchemaValidator').mockImplementation(function (opts) {
+      return new Original(opts);
+    });
+    try {
+      await new framework.OpenAPIFramework({ apiDoc: loadSpec() as never, validateApiSpec: false }).initialize({});
+      expect(built).not.toHaveBeenCalled();
+      await new framework.OpenAPIFramework({ apiDoc: loadSpec() as never, validateApiSpec: true }).initialize({});
+      expect(built).toHaveBeenCalledTimes(1);
+    } finally {
+      built.mockRestore();
+    }
+  });
+});

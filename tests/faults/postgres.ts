@@ -1,0 +1,109 @@
+// A throwaway PostgreSQL server of the fault tests' own, made the way
+// scripts/with-postgres.sh makes one (Debian's binaries, a temp data directory owned by
+// an unprivileged user when run as root, a free port on 127.0.0.1), so that a test can
+// stop it and start it again under a running service. No binaries: the test fails.
+import { execFile } from 'node:child_process';
+import { chmodSync, chownSync, existsSync, mkdirSync, mkdtempSync, readdirSync, rmSync } from 'node:fs';
+import { createServer } from 'node:net';
+import { tmpdir, userInfo } from 'node:os';
+import { join } from 'node:path';
+import { promisify } from 'node:util';
+import { Client } from 'pg';
+import { createPgStorage, migratePg, openPgDatabase } from '../../db/pg/storage';
+import { createStore } from '../../domain/store';
+import { registerAccount } from '../../handlers/accounts';
+import { adminEmail, password } from '../write-load';
+
+const run = promisify(execFile);
+
+function postgresBin(): string {
+  const root = '/usr/lib/postgresql';
+  const dirs = existsSync(root)
+    ? readdirSync(root)
+        .map((v) => join(root, v, 'bin'))
+        .filter((d) => existsSync(join(d, 'initdb')))
+    : [];
+  const bin = dirs.sort().at(-1);
+  if (!bin)
+    throw new Error(
+      `no PostgreSQL server binaries under ${root}/*/bin (apt-get install postgresql, or run under scripts/with-postgres.sh once)`,
+    );
+  return bin;
+}
+
+const freePort = () =>
+  new Promise<number>((resolve, reject) => {
+    const server = createServer().listen(0, '127.0.0.1', () => {
+      const address = server.address();
+      server.close(() => (typeof address === 'object' && address ? resolve(address.port) : reject(new Error('no port'))));
+    });
+  });
+
+export interface ThrowawayPostgres {
+  /** postgres://petstore@127.0.0.1:PORT/postgres */
+  url: string;
+  /** The URL of a new, empty database on it. */
+  createDatabase(name: string): Promise<string>;
+  /** `pg_ctl stop -m fast`: every connection is terminated (57P01), then the server exits. */
+  stop(): Promise<void>;
+  start(): Promise<void>;
+  /** Stops it for good and removes its files. */
+  remove(): Promise<void>;
+}
+
+export async function startPostgres(): Promise<ThrowawayPostgres> {
+  const bin = postgresBin();
+  const root = userInfo().uid === 0;
+  // As root, the server runs as `nobody` (it refuses to run as root).
+  const as = (command: string, args: string[]) =>
+    root ? run('runuser', ['-u', 'nobody', '--', join(bin, command), ...args]) : run(join(bin, command), args);
+  const dir = mkdtempSync(join(tmpdir(), 'petstore-faults-pg-'));
+  chmodSync(dir, 0o755);
+  const data = join(dir, 'data');
+  mkdirSync(data);
+  if (root) chownSync(data, 65534, 65534);
+  const port = await freePort();
+  await as('initdb', ['-D', data, '-U', 'petstore', '--auth=trust', '--no-sync', '-E', 'UTF8']);
+  const options = `-p ${port} -k ${data} -c listen_addresses=127.0.0.1 -c fsync=off -c max_connections=200`;
+  const start = async () => {
+    await as('pg_ctl', ['-D', data, '-l', join(data, 'server.log'), '-w', '-o', options, 'start']);
+  };
+  const stop = async () => {
+    await as('pg_ctl', ['-D', data, '-m', 'fast', '-w', 'stop']);
+  };
+  await start();
+  const url = `postgres://petstore@127.0.0.1:${port}/postgres`;
+  return {
+    url,
+    async createDatabase(name) {
+      const client = new Client({ connectionString: url });
+      await client.connect();
+      try {
+        await client.query(`create database ${name}`);
+      } finally {
+        await client.end();
+      }
+      return `postgres://petstore@127.0.0.1:${port}/${name}`;
+    },
+    stop,
+    start,
+    async remove() {
+      await as('pg_ctl', ['-D', data, '-m', 'immediate', '-w', 'stop']).catch(() => {});
+      rmSync(dir, { recursive: true, force: true });
+    },
+  };
+}
+
+/** A new database on `pg`, migrated, with the load helpers' admin account (tests/write-load.ts) in it. */
+export async function createAdminDatabase(pg: ThrowawayPostgres, name: string): Promise<string> {
+  const url = await pg.createDatabase(name);
+  const db = openPgDatabase(url, 2);
+  await migratePg(db);
+  const storage = createPgStorage(db);
+  try {
+    await registerAccount(createStore(storage), { email: adminEmail, password, role: 'admin' });
+  } finally {
+    await storage.close();
+  }
+  return url;
+}
