@@ -12,14 +12,12 @@ import { createRateLimitStore } from '../server/rate-limit-store';
 import { startServer, type ServerProcess } from '../scripts/server-process';
 import { createPgDatabase, customer, password, setupApp, testDatabaseUrl, testStorage, uniqueEmail } from './helpers';
 
-// One process alone keeps its counters in memory; WEB_CONCURRENCY > 1 (and PostgreSQL) takes leases.
-const leased = { WEB_CONCURRENCY: '2' };
-
 describe('in one process, the leases answer as the in-memory counters do', () => {
   /** Runs `scenario` on an app with each store and expects the same answers from both. */
   async function sameAnswers(env: Record<string, string>, scenario: (app: ReturnType<typeof setupApp>['app']) => Promise<string[]>) {
     const memory = await scenario(setupApp({ env, rateLimitStores: memoryStores }).app);
-    const leases = await scenario(setupApp({ env: { ...env, ...leased } }).app);
+    const { storage } = testStorage();
+    const leases = await scenario(setupApp({ storage, env, rateLimitStores: (name) => createRateLimitStore(storage, name) }).app);
     expect(leases).toEqual(memory);
     return memory;
   }
@@ -81,7 +79,7 @@ describe('a busy client', () => {
     };
     const { app } = setupApp({
       storage,
-      env: { ...leased, RATE_LIMIT_PER_MINUTE: '2000' },
+      env: { RATE_LIMIT_PER_MINUTE: '2000' },
       rateLimitStores: (name) => createRateLimitStore(counted, name),
     });
     const me = await customer(app, uniqueEmail('busy'));
