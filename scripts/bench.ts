@@ -1,12 +1,13 @@
 // npm run bench: pagination cost (in process), then throughput and latency of the
-// service beside reference servers (separate processes), then the service on PostgreSQL
-// beside SQLite and one instance beside two. See the README's Performance section;
+// service beside reference servers (separate processes), then tracing off beside on,
+// then the service on PostgreSQL beside SQLite and one instance beside two. See the README's Performance section;
 // scripts/bench/ holds the parts and the reference servers.
 import { spawnSync } from 'node:child_process';
 import { existsSync, readdirSync } from 'node:fs';
 import { join } from 'node:path';
 import { benchPagination } from './bench/pagination';
 import { benchThroughput } from './bench/throughput';
+import { benchTracingCost } from './bench/tracing-cost';
 
 /** Why the PostgreSQL part cannot run here, or null when it can. */
 function postgresUnavailable(): string | null {
@@ -39,6 +40,7 @@ function benchPostgres(): void {
 async function main(): Promise<void> {
   if (process.env.BENCH_SKIP_PAGINATION !== '1') await benchPagination();
   await benchThroughput();
+  if (process.env.BENCH_SKIP_TRACING !== '1') await benchTracingCost();
   console.log('');
   benchPostgres();
 }

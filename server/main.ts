@@ -12,6 +12,10 @@ import { createHttpServer, createLifecycle } from './http-server';
 import { createLogger, type Logger } from './log';
 import { prepareStorageWhenReachable, StartupError } from './startup';
 
+// OpenTelemetry is loaded only when tracing is on: its SDK took about a second to load.
+// eslint-disable-next-line @typescript-eslint/no-require-imports -- loaded on demand, as said above
+const tracingModule = (): typeof import('./tracing') => require('./tracing') as typeof import('./tracing');
+
 async function main(): Promise<void> {
   const config = loadConfig();
   const log = createLogger(config.logLevel);
@@ -39,7 +43,8 @@ async function main(): Promise<void> {
   };
   const storage = cluster.isWorker ? openStorage(config, service) : await prepareMigratedStorage(config, log, service);
   const lifecycle = createLifecycle();
-  const app = createApp({ storage, config, log, lifecycle });
+  const tracing = config.tracing ? tracingModule().startTracing(log) : undefined;
+  const app = createApp({ storage, config, log, lifecycle, tracing });
   const http = createHttpServer(app, config, lifecycle, log);
   const { server } = http;
 
@@ -66,6 +71,8 @@ async function main(): Promise<void> {
       // The worker writes to the database, so it stops first.
       await worker?.stop();
       await storage.close();
+      // The spans of the last requests, which the exporter still holds.
+      await tracing?.shutdown().catch((err: unknown) => log.warn({ err }, 'Could not export the last spans'));
       log.info('Stopped');
     } finally {
       log.flush();
