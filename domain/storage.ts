@@ -131,13 +131,23 @@ export interface Queries {
   deliverDue(createdBefore: string, sentAt: string, limit: number): Awaitable<string[]>;
 }
 
+export interface RateLimitLease {
+  granted: number;
+  hits: number;
+  resetAt: number;
+}
+
 export interface Storage extends Queries {
   readonly engine: 'sqlite' | 'postgres';
   /** Runs `work` in one write transaction; a throw rolls it back. */
   transaction<T>(work: (tx: Queries) => Promise<T>): Promise<T>;
-  /** Rate-limit counters shared by every process on this database (server/rate-limit-store.ts). */
-  hitRateLimit(key: string, windowMs: number, now: number): Awaitable<{ hits: number; resetAt: number }>;
-  undoRateLimitHit(key: string): Awaitable<void>;
+  /**
+   * Rate-limit budgets shared by every process on this database (server/rate-limit-store.ts):
+   * grants min(want, limit - granted so far) of the key's fixed window (a new one from `now`
+   * if it ended), in one atomic statement, so the grants of a window never exceed `limit`.
+   * `want` >= 1; `hits` is the window's total granted after this grant.
+   */
+  takeRateLimitLease(key: string, windowMs: number, now: number, want: number, limit: number): Awaitable<RateLimitLease>;
   resetRateLimit(key: string): Awaitable<void>;
   /** Forgets counters whose window ended before `now` (periodic work). */
   purgeRateLimits(now: number): Awaitable<number>;

@@ -495,26 +495,25 @@ function createUnguardedStorage(db: PgDb, transaction: Storage['transaction']): 
     ...queries,
     engine: 'postgres',
     transaction,
-    async hitRateLimit(key, windowMs, now) {
-      // One upsert: concurrent hits from any instance serialise on the row.
+    async takeRateLimitLease(key, windowMs, now, want, limit) {
+      // One upsert: concurrent leases from any instance serialise on the row, and the SET
+      // expressions all read the row as it was, so `granted` and `hits` agree.
+      const fresh = Math.min(want, limit);
+      const grant = sql`greatest(least(${want}::integer, ${limit}::integer - ${rateLimits.hits}), 0)`;
+      const ended = sql`${rateLimits.resetAt} <= ${now}::bigint`;
       const [row] = await db
         .insert(rateLimits)
-        .values({ key, hits: 1, resetAt: now + windowMs })
+        .values({ key, hits: fresh, resetAt: now + windowMs, granted: fresh })
         .onConflictDoUpdate({
           target: rateLimits.key,
           set: {
-            hits: sql`case when ${rateLimits.resetAt} <= ${now}::bigint then 1 else ${rateLimits.hits} + 1 end`,
-            resetAt: sql`case when ${rateLimits.resetAt} <= ${now}::bigint then ${now + windowMs}::bigint else ${rateLimits.resetAt} end`,
+            granted: sql`case when ${ended} then ${fresh}::integer else ${grant} end`,
+            hits: sql`case when ${ended} then ${fresh}::integer else ${rateLimits.hits} + ${grant} end`,
+            resetAt: sql`case when ${ended} then ${now + windowMs}::bigint else ${rateLimits.resetAt} end`,
           },
         })
-        .returning({ hits: rateLimits.hits, resetAt: rateLimits.resetAt });
+        .returning({ granted: rateLimits.granted, hits: rateLimits.hits, resetAt: rateLimits.resetAt });
       return row!;
-    },
-    async undoRateLimitHit(key) {
-      await db
-        .update(rateLimits)
-        .set({ hits: sql`greatest(${rateLimits.hits} - 1, 0)` })
-        .where(eq(rateLimits.key, key));
     },
     async resetRateLimit(key) {
       await db.delete(rateLimits).where(eq(rateLimits.key, key));
