@@ -105,7 +105,7 @@ const variables = z.object({
   REQUEST_TIMEOUT_MS: int(100, 600_000).default(30_000),
   KEEP_ALIVE_TIMEOUT_MS: int(100, 600_000).default(5_000),
   // Past this event-loop delay new requests are shed with 503 overloaded; 0 = never (docs/operations.md).
-  OVERLOAD_EVENT_LOOP_DELAY_MS: int(0, 60_000).default(500),
+  OVERLOAD_EVENT_LOOP_DELAY_MS: int(0, 60_000).default(0),
   TRUST_PROXY: trustProxy.default(false),
   LOG_LEVEL: z.enum(['trace', 'debug', 'info', 'warn', 'error', 'fatal', 'silent']).default('info'),
 });

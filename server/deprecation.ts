@@ -95,7 +95,7 @@ export function createDeprecation(
   { now = Date.now, calls }: { now?: () => number; calls: DeprecatedCallLog },
 ): Deprecation {
   const operations = deprecatedOperations(table);
-  const matched = new WeakMap<Request, DeprecatedOperation>();
+  const matched = new WeakMap<Request, { op: DeprecatedOperation; values: string[] }>();
   const successorOf = (op: DeprecatedOperation, values: string[]) =>
     op.successor?.replace(/\{(\w+)\}/g, (_, name: string) => encodeURIComponent(values[op.params.indexOf(name)] ?? ''));
 
@@ -111,7 +111,7 @@ export function createDeprecation(
       return match !== null;
     });
     if (!op) return next();
-    matched.set(req, op);
+    matched.set(req, { op, values });
 
     // eslint-disable-next-line @typescript-eslint/unbound-method -- called below with apply(this)
     const writeHead = res.writeHead;
@@ -130,9 +130,9 @@ export function createDeprecation(
   };
 
   const sunset: RequestHandler = (req, _res, next) => {
-    const op = matched.get(req);
+    const { op, values } = matched.get(req) ?? {};
     if (op?.sunsetAt === undefined || now() < op.sunsetAt) return next();
-    const target = successorOf(op, req.path.match(op.pattern)?.slice(1).map(decode) ?? []);
+    const target = successorOf(op, values ?? []);
     const instead = target === undefined ? '' : `; use ${target}`;
     next(new ApiError('gone', `${op.name} was retired on ${op.sunset}${instead}`, 410));
   };
