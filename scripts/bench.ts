@@ -1,6 +1,6 @@
 // npm run bench: pagination cost (in process), then throughput and latency of the
-// service beside reference servers (separate processes), then the service on PostgreSQL
-// beside SQLite and one instance beside two. See the README's Performance section;
+// service beside reference servers (separate processes), then tracing off beside on,
+// then the service on PostgreSQL beside SQLite and one instance beside two. See the README's Performance section;
 // scripts/bench/ holds the parts and the reference servers.
 import { spawnSync } from 'node:child_process';
 import { existsSync, readdirSync } from 'node:fs';
@@ -8,6 +8,7 @@ import { join } from 'node:path';
 import { benchOverload } from './bench/overload';
 import { benchPagination } from './bench/pagination';
 import { benchThroughput } from './bench/throughput';
+import { benchTracingCost } from './bench/tracing-cost';
 
 /** Why the PostgreSQL part cannot run here, or null when it can. */
 function postgresUnavailable(): string | null {
@@ -40,6 +41,7 @@ function benchPostgres(): void {
 async function main(): Promise<void> {
   if (process.env.BENCH_SKIP_PAGINATION !== '1') await benchPagination();
   await benchThroughput();
+  if (process.env.BENCH_SKIP_TRACING !== '1') await benchTracingCost();
   if (process.env.BENCH_SKIP_OVERLOAD !== '1') await benchOverload();
   console.log('');
   benchPostgres();

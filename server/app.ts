@@ -1,5 +1,5 @@
 // createApp builds the Express app and never listens: tests drive it in process,
-// server/main.ts serves it (server/http-server.ts). A request flows: request id ->
+// server/main.ts serves it (server/http-server.ts). A request flows: (its span, when tracing) -> request id ->
 // (a stopping service says so; an overloaded one sheds; the probes answer here) ->
 // deprecation -> per-address rate limit -> access log -> sunset -> failed-login limit -> body -> express-openapi-validator
 // (route, security, schema) -> per-account rate limit -> handler, all in one Express
@@ -29,6 +29,7 @@ import { createRateLimitStore } from './rate-limit-store';
 import { requestId } from './request-id';
 import { servicePages } from './service-pages';
 import { createSecurityHandlers } from './security';
+import type { Tracing } from './tracing';
 import { loadSpec, loadSpecYaml, operationsOf, specRouter, type OpenApiDocument } from './spec';
 
 export interface AppOptions {
@@ -52,6 +53,8 @@ export interface AppOptions {
   deprecatedCalls?: DeprecatedCallLog;
   /** The event-loop monitor (server/overload.ts): while it says overloaded, requests are shed. */
   overload?: OverloadMonitor | null;
+  /** OpenTelemetry spans for each request and its storage calls (server/tracing.ts); none unless given. */
+  tracing?: Tracing;
 }
 
 export function createApp({
@@ -66,11 +69,13 @@ export function createApp({
   now = Date.now,
   deprecatedCalls,
   overload,
+  tracing,
 }: AppOptions): Express {
   const spec = givenSpec ?? loadSpec();
   const logger = log ?? createLogger(config.logLevel);
-  const storage = given ?? (db ? createSqliteStorage(db) : undefined);
-  if (!storage) throw new Error('createApp needs a storage (or a SQLite db)');
+  const untraced = given ?? (db ? createSqliteStorage(db) : undefined);
+  if (!untraced) throw new Error('createApp needs a storage (or a SQLite db)');
+  const storage = tracing ? tracing.storage(untraced) : untraced;
   const repos = createStore(storage, config.bounds);
   const ctx: AppContext = { repos, config, log: logger };
   const operations = operationsOf(spec);
@@ -151,6 +156,7 @@ export function createApp({
   app.use(
     inOneLayer(
       [
+        ...(tracing ? [tracing.middleware] : []),
         first,
         // Before anything may refuse the request, so that refusals carry them; a preflight is answered here.
         browserHeaders(createPathTable(operations), config.corsOrigins),

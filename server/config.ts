@@ -73,6 +73,21 @@ const corsOrigins = z.string().transform((value, ctx): string[] => {
   return entries;
 });
 
+/** Empty is unset, as the OpenTelemetry specification says of its variables. */
+const otlpEndpoint = z
+  .string()
+  .transform((v) => v.trim() || undefined)
+  .pipe(z.url({ protocol: /^(http|https)$/, error: 'must be an http:// or https:// URL' }).optional());
+const tracesExporter = z
+  .string()
+  .transform((v) =>
+    v
+      .split(',')
+      .map((e) => e.trim())
+      .filter(Boolean),
+  )
+  .pipe(z.array(z.enum(['otlp', 'console', 'zipkin', 'none'])));
+
 const variables = z.object({
   PORT: int(0, 65535).default(3000),
   HOST: z.string().min(1).default('127.0.0.1'),
@@ -108,6 +123,12 @@ const variables = z.object({
   OVERLOAD_EVENT_LOOP_DELAY_MS: int(0, 60_000).default(0),
   TRUST_PROXY: trustProxy.default(false),
   LOG_LEVEL: z.enum(['trace', 'debug', 'info', 'warn', 'error', 'fatal', 'silent']).default('info'),
+  // Whether to trace (docs/operations.md, "Tracing"); the OpenTelemetry SDK reads the rest
+  // of the OTEL_* variables itself (exporter protocol, headers, service name, sampler).
+  OTEL_SDK_DISABLED: boolean.optional(),
+  OTEL_TRACES_EXPORTER: tracesExporter.optional(),
+  OTEL_EXPORTER_OTLP_ENDPOINT: otlpEndpoint.optional(),
+  OTEL_EXPORTER_OTLP_TRACES_ENDPOINT: otlpEndpoint.optional(),
 });
 
 /** Every environment variable the service reads (the README's configuration table lists them). */
@@ -156,6 +177,15 @@ const schema = variables
     trustProxy: e.TRUST_PROXY,
     logLevel: e.LOG_LEVEL,
     bodyLimitBytes,
+    /**
+     * OpenTelemetry traces (server/tracing.ts): on when an exporter is named, or, unnamed
+     * (the SDK's default is OTLP), when an OTLP endpoint is given; never when disabled.
+     */
+    tracing:
+      !e.OTEL_SDK_DISABLED &&
+      (e.OTEL_TRACES_EXPORTER?.length
+        ? !e.OTEL_TRACES_EXPORTER.includes('none')
+        : Boolean(e.OTEL_EXPORTER_OTLP_ENDPOINT ?? e.OTEL_EXPORTER_OTLP_TRACES_ENDPOINT)),
   }));
 
 export type Config = z.output<typeof schema>;

@@ -14,6 +14,10 @@ import { createLogger, type Logger } from './log';
 import { createOverloadMonitor } from './overload';
 import { prepareStorageWhenReachable, StartupError } from './startup';
 
+// OpenTelemetry is loaded only when tracing is on: its SDK took about a second to load.
+// eslint-disable-next-line @typescript-eslint/no-require-imports -- loaded on demand, as said above
+const tracingModule = (): typeof import('./tracing') => require('./tracing') as typeof import('./tracing');
+
 async function main(): Promise<void> {
   const config = loadConfig();
   const log = createLogger(config.logLevel);
@@ -41,9 +45,10 @@ async function main(): Promise<void> {
   };
   const storage = cluster.isWorker ? openStorage(config, service) : await prepareMigratedStorage(config, log, service);
   const lifecycle = createLifecycle();
+  const tracing = config.tracing ? tracingModule().startTracing(log) : undefined;
   const deprecatedCalls = createDeprecatedCallLog(storage, log);
   const overload = createOverloadMonitor(config.overloadEventLoopDelayMs, log);
-  const app = createApp({ storage, config, log, lifecycle, deprecatedCalls, overload });
+  const app = createApp({ storage, config, log, lifecycle, tracing, deprecatedCalls, overload });
   const http = createHttpServer(app, config, lifecycle, log);
   const { server } = http;
 
@@ -74,6 +79,8 @@ async function main(): Promise<void> {
       await deprecatedCalls.close();
       overload?.stop();
       await storage.close();
+      // The spans of the last requests, which the exporter still holds.
+      await tracing?.shutdown().catch((err: unknown) => log.warn({ err }, 'Could not export the last spans'));
       log.info('Stopped');
     } finally {
       log.flush();

@@ -17,6 +17,7 @@ describe('npm run build', () => {
   beforeAll(() => {
     dir = mkdtempSync(join(tmpdir(), 'petstore-build-'));
     for (const path of [
+      'openapi.yaml',
       'server',
       'handlers',
       'db',
@@ -38,6 +39,7 @@ describe('npm run build', () => {
   it('compiles what npm start runs, with the files its modules read beside them', () => {
     for (const path of [
       'server/main.js',
+      'openapi.yaml',
       'generated/openapi.json',
       'db/checkpoint-worker.cjs',
       'db/migrations/meta/_journal.json',
