@@ -113,6 +113,6 @@ export default tseslint.config(
   {
     // Test fixtures preloaded into a real server process (NODE_OPTIONS=--require).
     files: ['tests/fixtures/*.cjs'],
-    languageOptions: { sourceType: 'commonjs', globals: { process: 'readonly', setImmediate: 'readonly' } },
+    languageOptions: { sourceType: 'commonjs', globals: { process: 'readonly', setImmediate: 'readonly', setTimeout: 'readonly' } },
   },
 );

@@ -390,7 +390,7 @@ export interface paths {
         };
         /**
          * Readiness
-         * @description 200 when the database answers, 503 `unavailable` otherwise. Not rate limited.
+         * @description 200 when the database answers and the service keeps up; otherwise 503: `unavailable` (the database does not answer, or the service is stopping) or `overloaded` (it is shedding new requests until its event loop catches up). Not rate limited.
          */
         get: operations["getReadiness"];
         put?: never;
@@ -676,6 +676,7 @@ export interface components {
              *     - `payload_too_large` 413: the body is over 64 KiB.
              *     - `headers_too_large` 431: the request's headers are too large.
              *     - `pet_not_found`, `category_not_found` 422.
+             *     - `gone` 410: a deprecated operation past its sunset; `Link` names its successor.
              *     - `rate_limited` 429: a rate limit, the failed-login lockout or the sign-up limit.
              *     - `message_queue_full` 429: the account has its most messages not yet delivered.
              *     - `internal_error` 500: a failure on the service's side.
@@ -683,9 +684,11 @@ export interface components {
              *     - `unavailable` 503: the database does not answer; retry after `Retry-After`.
              *     - `storage_unavailable` 503: a write could not be made durable (full disk, I/O
              *       error) and was not stored; retry after `Retry-After`.
+             *     - `overloaded` 503: the service is falling behind and refused the request
+             *       before doing anything; retry after `Retry-After`.
              * @enum {string}
              */
-            code: "bad_request" | "invalid_json" | "invalid_content_type" | "validation_failed" | "unauthorized" | "forbidden" | "not_found" | "method_not_allowed" | "conflict" | "pet_not_available" | "insufficient_stock" | "pet_has_open_orders" | "category_in_use" | "order_completed" | "idempotency_key_reused" | "request_timeout" | "precondition_failed" | "payload_too_large" | "range_not_satisfiable" | "headers_too_large" | "pet_not_found" | "category_not_found" | "rate_limited" | "internal_error" | "not_implemented" | "unavailable" | "storage_unavailable" | "api_key_limit_reached" | "message_queue_full";
+            code: "bad_request" | "invalid_json" | "invalid_content_type" | "validation_failed" | "unauthorized" | "forbidden" | "not_found" | "method_not_allowed" | "conflict" | "pet_not_available" | "insufficient_stock" | "pet_has_open_orders" | "category_in_use" | "order_completed" | "idempotency_key_reused" | "request_timeout" | "precondition_failed" | "payload_too_large" | "range_not_satisfiable" | "headers_too_large" | "pet_not_found" | "category_not_found" | "rate_limited" | "internal_error" | "not_implemented" | "unavailable" | "storage_unavailable" | "api_key_limit_reached" | "message_queue_full" | "gone" | "overloaded";
             /** @description Human-readable description; never a stack trace. */
             message: string;
             /**
@@ -1024,7 +1027,31 @@ export interface components {
                 "application/json": components["schemas"]["Error"];
             };
         };
-        /** @description The service cannot do this now, and says when to try again in `Retry-After`: `unavailable` when the database does not answer (PostgreSQL down or restarting; reads are refused too), `storage_unavailable` when a write cannot be made durable (a full disk or an I/O error on the database file; reads keep working). After `storage_unavailable` nothing was stored and the write may be retried as it is. After `unavailable` a write whose connection broke while it was committing may have been stored: retry an order with the same `Idempotency-Key` to place it at most once. */
+        /** @description `gone`: the operation is deprecated and its sunset (`x-deprecated-sunset`) has passed; it answers this to every call. `Link` names its successor. */
+        Gone: {
+            headers: {
+                Deprecation: components["headers"]["Deprecation"];
+                Sunset: components["headers"]["Sunset"];
+                Link: components["headers"]["LinkSuccessor"];
+                "RateLimit-Policy": components["headers"]["RateLimitPolicy"];
+                RateLimit: components["headers"]["RateLimit"];
+                "X-Request-Id": components["headers"]["XRequestId"];
+                "X-Content-Type-Options": components["headers"]["XContentTypeOptions"];
+                "Cache-Control": components["headers"]["CacheControlNoStore"];
+                [name: string]: unknown;
+            };
+            content: {
+                /**
+                 * @example {
+                 *       "code": "gone",
+                 *       "message": "GET /pets/{petId} was retired on Wed, 30 Jun 2027 00:00:00 GMT; use /pets?ids=7",
+                 *       "status": 410
+                 *     }
+                 */
+                "application/json": components["schemas"]["Error"];
+            };
+        };
+        /** @description The service cannot do this now, and says when to try again in `Retry-After`: `overloaded` when the service is falling behind and sheds new requests until it catches up (nothing was done; retry as it is), `unavailable` when the database does not answer (PostgreSQL down or restarting; reads are refused too), `storage_unavailable` when a write cannot be made durable (a full disk or an I/O error on the database file; reads keep working). After `storage_unavailable` nothing was stored and the write may be retried as it is. After `unavailable` a write whose connection broke while it was committing may have been stored: retry an order with the same `Idempotency-Key` to place it at most once. */
         Unavailable: {
             headers: {
                 "Retry-After": components["headers"]["RetryAfter"];
@@ -1241,6 +1268,7 @@ export interface operations {
             400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
             404: components["responses"]["NotFound"];
+            410: components["responses"]["Gone"];
             429: components["responses"]["TooManyRequests"];
             500: components["responses"]["InternalError"];
             503: components["responses"]["Unavailable"];

@@ -148,3 +148,19 @@ export const rateLimits = sqliteTable('rate_limits', {
 export const writeChecks = sqliteTable('write_checks', {
   room: blob('room', { mode: 'buffer' }).notNull(),
 });
+
+// Calls of deprecated operations, one row per operation, UTC day and account
+// (server/deprecated-calls.ts adds to them in batches), read by `npm run deprecations`.
+export const deprecatedCalls = sqliteTable(
+  'deprecated_calls',
+  {
+    operation: text('operation').notNull(),
+    day: text('day').notNull(),
+    accountId: integer('account_id')
+      .notNull()
+      .references(() => accounts.id, { onDelete: 'cascade' }),
+    calls: integer('calls').notNull(),
+    lastAt: text('last_at').notNull(),
+  },
+  (t) => [primaryKey({ columns: [t.operation, t.day, t.accountId] })],
+);

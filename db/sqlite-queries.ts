@@ -1,12 +1,24 @@
 // The storage port's queries on better-sqlite3 (domain/storage.ts): each operation is
 // one or two prepared statements, synchronous, returning plain data. Nothing here knows
 // about transactions: db/sqlite-storage.ts decides where and when they run.
-import { and, asc, count, eq, gt, inArray, isNull, lte, or, sql, type SQL } from 'drizzle-orm';
-import type { Queries, StoredIdempotency } from '../domain/storage';
+import { and, asc, count, desc, eq, gt, gte, inArray, isNull, lte, or, sql, type SQL } from 'drizzle-orm';
+import type { DeprecatedCalls, Queries, StoredIdempotency } from '../domain/storage';
 import type { Principal } from '../domain/types';
 import { bound, prepared, rowLimit, type Db } from './client';
 import { toAccount, toApiKey, toCategory, toMessage, toOrder, toPet } from './rows';
-import { accounts, apiKeys, categories, idempotencyKeys, inventory, messages, orders, pets, rateLimits, writeChecks } from './schema';
+import {
+  accounts,
+  apiKeys,
+  categories,
+  deprecatedCalls,
+  idempotencyKeys,
+  inventory,
+  messages,
+  orders,
+  pets,
+  rateLimits,
+  writeChecks,
+} from './schema';
 
 const isUniqueViolation = (error: unknown) =>
   typeof error === 'object' && error !== null && (error as { code?: string }).code === 'SQLITE_CONSTRAINT_UNIQUE';
@@ -608,6 +620,35 @@ export function createServiceQueries(db: Db) {
       .prepare(),
   );
   const deleteWriteChecks = prepared(() => db.delete(writeChecks).prepare());
+  const addCalls = prepared(() =>
+    db
+      .insert(deprecatedCalls)
+      .values({ operation: p('operation'), day: p('day'), accountId: p('accountId'), calls: p('calls'), lastAt: p('lastAt') })
+      .onConflictDoUpdate({
+        target: [deprecatedCalls.operation, deprecatedCalls.day, deprecatedCalls.accountId],
+        set: {
+          calls: sql`${deprecatedCalls.calls} + excluded.calls`,
+          lastAt: sql`max(${deprecatedCalls.lastAt}, excluded.last_at)`,
+        },
+      })
+      .prepare(),
+  );
+  const lastAt = sql<string>`max(${deprecatedCalls.lastAt})`;
+  const callers = prepared(() =>
+    db
+      .select({
+        accountId: deprecatedCalls.accountId,
+        email: accounts.email,
+        calls: sql<number>`sum(${deprecatedCalls.calls})`.mapWith(Number),
+        lastAt,
+      })
+      .from(deprecatedCalls)
+      .innerJoin(accounts, eq(accounts.id, deprecatedCalls.accountId))
+      .where(and(eq(deprecatedCalls.operation, p('operation')), gte(deprecatedCalls.day, p('since'))))
+      .groupBy(deprecatedCalls.accountId, accounts.email)
+      .orderBy(desc(lastAt), asc(deprecatedCalls.accountId))
+      .prepare(),
+  );
   return {
     takeRateLimitLease: (key: string, windowMs: number, now: number, want: number, limit: number) =>
       lease().get({ key, now, resetAt: now + windowMs, want, limit }),
@@ -615,6 +656,10 @@ export function createServiceQueries(db: Db) {
       resetHits().run({ key });
     },
     purgeRateLimits: (now: number) => purgeHits().run({ now }).changes,
+    addDeprecatedCalls: (counts: DeprecatedCalls[]) => {
+      for (const c of counts) addCalls().run({ ...c });
+    },
+    deprecatedCallers: (operation: string, since: string) => callers().all({ operation, since }),
     /** Inserts a row of `room` bytes and deletes it again: it needs that many bytes of free pages. */
     checkWrite: (room: Buffer) => {
       insertWriteCheck().run({ room });

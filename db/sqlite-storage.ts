@@ -103,6 +103,7 @@ export function createSqliteStorage(db: Db, { checkpointer = null, onWriteFailur
   const queries = createQueries(db);
   const service = createServiceQueries(db);
   const reader = openReader(sqlite);
+  const readService = createServiceQueries(reader);
   const readQueries = createQueries(reader);
   const begin = sqlite.prepare('BEGIN IMMEDIATE');
   const commit = sqlite.prepare('COMMIT');
@@ -234,6 +235,8 @@ export function createSqliteStorage(db: Db, { checkpointer = null, onWriteFailur
     takeRateLimitLease: write(service.takeRateLimitLease),
     resetRateLimit: write(service.resetRateLimit),
     purgeRateLimits: write(service.purgeRateLimits),
+    addDeprecatedCalls: write(service.addDeprecatedCalls),
+    deprecatedCallers: readService.deprecatedCallers,
     // Reads answer; and after a refused write, not ready for the Retry-After it gave, then
     // until a write as large as a request's succeeds. Small writes may still fit meanwhile
     // (an UPDATE of no rows always does), so only this check ends the failure.

@@ -37,6 +37,25 @@ export interface StoredIdempotency {
   outcome: string;
 }
 
+/** Calls of one deprecated operation by one account on one UTC day. */
+export interface DeprecatedCalls {
+  operation: string;
+  /** `YYYY-MM-DD`, UTC. */
+  day: string;
+  accountId: number;
+  calls: number;
+  /** The last call's time, ISO 8601. */
+  lastAt: string;
+}
+
+/** One account's calls of a deprecated operation over some days. */
+export interface DeprecatedCaller {
+  accountId: number;
+  email: string;
+  calls: number;
+  lastAt: string;
+}
+
 export interface Queries {
   insertAccount(input: { email: string; passwordHash: string; role: Role; createdAt: string }): Awaitable<Account | null>;
   findAccountByEmail(email: string): Awaitable<AccountWithSecret | null>;
@@ -151,6 +170,10 @@ export interface Storage extends Queries {
   resetRateLimit(key: string): Awaitable<void>;
   /** Forgets counters whose window ended before `now` (periodic work). */
   purgeRateLimits(now: number): Awaitable<number>;
+  /** Adds each count to its (operation, day, account) row, in one transaction; a later `lastAt` wins. */
+  addDeprecatedCalls(counts: DeprecatedCalls[]): Awaitable<void>;
+  /** The accounts that called `operation` on day `since` (`YYYY-MM-DD`) or later, the latest caller first. */
+  deprecatedCallers(operation: string, since: string): Awaitable<DeprecatedCaller[]>;
   /** Throws when the database cannot answer. */
   ping(): Awaitable<void>;
   close(): Promise<void>;

@@ -9,7 +9,7 @@
 export const operationTable = {
   listPets: {"method":"get","path":"/pets","tag":"pets","security":"bearer","integers":{"query":{"categoryId":"one","ids":"list","limit":"one"}}},
   createPet: {"method":"post","path":"/pets","tag":"pets","security":"bearer","requiredRole":"admin"},
-  getPetById: {"method":"get","path":"/pets/{petId}","tag":"pets","security":"bearer","deprecated":{"since":"2026-06-30","sunset":"2027-06-30","successor":"/pets?ids={petId}"},"integers":{"path":["petId"]}},
+  getPetById: {"method":"get","path":"/pets/{petId}","tag":"pets","security":"bearer","deprecated":{"declaresGone":true,"since":"2026-06-30","sunset":"2027-06-30","successor":"/pets?ids={petId}"},"integers":{"path":["petId"]}},
   updatePet: {"method":"put","path":"/pets/{petId}","tag":"pets","security":"bearer","requiredRole":"admin","integers":{"path":["petId"]}},
   deletePet: {"method":"delete","path":"/pets/{petId}","tag":"pets","security":"bearer","requiredRole":"admin","integers":{"path":["petId"]}},
   listCategories: {"method":"get","path":"/categories","tag":"categories","security":"bearer","integers":{"query":{"limit":"one"}}},

@@ -6,6 +6,7 @@
 import { spawnSync } from 'node:child_process';
 import { existsSync, readdirSync } from 'node:fs';
 import { join } from 'node:path';
+import { benchOverload } from './bench/overload';
 import { benchPagination } from './bench/pagination';
 import { benchThroughput } from './bench/throughput';
 import { benchTracingCost } from './bench/tracing-cost';
@@ -42,6 +43,7 @@ async function main(): Promise<void> {
   if (process.env.BENCH_SKIP_PAGINATION !== '1') await benchPagination();
   await benchThroughput();
   if (process.env.BENCH_SKIP_TRACING !== '1') await benchTracingCost();
+  if (process.env.BENCH_SKIP_OVERLOAD !== '1') await benchOverload();
   console.log('');
   benchShapes();
 }

@@ -1,7 +1,7 @@
 // createApp builds the Express app and never listens: tests drive it in process,
 // server/main.ts serves it (server/http-server.ts). A request flows: (its span, when tracing) -> request id ->
-// (a stopping service says so; the probes answer here) -> deprecation -> per-address
-// rate limit -> access log -> failed-login limit -> body -> express-openapi-validator
+// (a stopping service says so; an overloaded one sheds; the probes answer here) ->
+// deprecation -> per-address rate limit -> access log -> sunset -> failed-login limit -> body -> express-openapi-validator
 // (route, security, schema) -> per-account rate limit -> handler, all in one Express
 // layer (inOneLayer, below) -> not found -> error mapper.
 import express, { type Express, type RequestHandler } from 'express';
@@ -15,13 +15,15 @@ import { bodyReader, isStorableDateTime } from './body';
 import { browserHeaders } from './browser-headers';
 import { createDocsRouter } from './docs';
 import type { Config } from './config';
-import { deprecationHeaders } from './deprecation';
+import { createDeprecatedCallLog, type DeprecatedCallLog } from './deprecated-calls';
+import { createDeprecation } from './deprecation';
 import { ApiError, errorMapper } from './errors';
 import { createLifecycle, type Lifecycle } from './http-server';
 import { accessLog, createLogger, type Logger } from './log';
 import { canonicalIntegers } from './params';
 import { createPathTable } from './path-table';
 import { operationsHandler, type AppContext, type HandlerTable } from './operations';
+import { shedWhenOverloaded, type OverloadMonitor } from './overload';
 import { createRateLimiters, memoryStores, type RateLimitStoreFactory } from './rate-limit';
 import { createRateLimitStore } from './rate-limit-store';
 import { requestId } from './request-id';
@@ -45,6 +47,12 @@ export interface AppOptions {
   rateLimitStores?: RateLimitStoreFactory;
   /** Shared with the HTTP server: whether the service is stopping, and the work under way. */
   lifecycle?: Lifecycle;
+  /** The clock, ms since the epoch (deprecation sunsets); tests move it. */
+  now?: () => number;
+  /** Where calls of deprecated operations are counted; main.ts flushes it at shutdown. */
+  deprecatedCalls?: DeprecatedCallLog;
+  /** The event-loop monitor (server/overload.ts): while it says overloaded, requests are shed. */
+  overload?: OverloadMonitor | null;
   /** OpenTelemetry spans for each request and its storage calls (server/tracing.ts); none unless given. */
   tracing?: Tracing;
 }
@@ -58,6 +66,9 @@ export function createApp({
   handlers,
   rateLimitStores,
   lifecycle = createLifecycle(),
+  now = Date.now,
+  deprecatedCalls,
+  overload,
   tracing,
 }: AppOptions): Express {
   const spec = givenSpec ?? loadSpec();
@@ -68,6 +79,7 @@ export function createApp({
   const repos = createStore(storage, config.bounds);
   const ctx: AppContext = { repos, config, log: logger };
   const operations = operationsOf(spec);
+  const deprecation = createDeprecation(operations, { now, calls: deprecatedCalls ?? createDeprecatedCallLog(storage, logger) });
 
   // Counters live where every process serving this database sees them: in the database
   // on PostgreSQL or with WEB_CONCURRENCY workers; one process alone keeps them in memory,
@@ -148,12 +160,15 @@ export function createApp({
         first,
         // Before anything may refuse the request, so that refusals carry them; a preflight is answered here.
         browserHeaders(createPathTable(operations), config.corsOrigins),
+        // Before anything costs: while the event loop is behind, only /healthz gets through.
+        shedWhenOverloaded(overload),
         servicePages(spec, { ...defaultHandlers, ...handlers }, ctx),
         // First, so that every answer of a deprecated operation says so, a 401 or 429 included.
-        deprecationHeaders(operations),
+        deprecation.headers,
         limits.perAddress,
         limits.signups,
         accessLog(logger),
+        deprecation.sunset,
         limits.logins,
         contractAndDocs,
         canonicalIntegers(operations),

@@ -1,17 +1,24 @@
-// Deprecation headers from the spec, for whichever operations it marks `deprecated`:
+// The deprecation lifecycle from the spec, for whichever operations it marks `deprecated`:
 // `Deprecation` (RFC 9745) from `x-deprecated-since`, `Sunset` (RFC 8594) from
 // `x-deprecated-sunset`, and `Link: <...>; rel="successor-version"` from `x-successor`,
-// a path template filled from the request's path parameters. Nothing here names an
-// operation: editing openapi.yaml is the only way to deprecate one.
-import type { RequestHandler, Response } from 'express';
+// a path template filled from the request's path parameters; each authenticated call
+// counted by account (server/deprecated-calls.ts); and from the sunset on, 410 `gone`.
+// Nothing here names an operation: editing openapi.yaml is the only way to deprecate one.
+import type { Request, RequestHandler, Response } from 'express';
+import type { DeprecatedCallLog } from './deprecated-calls';
+import { ApiError } from './errors';
 import type { OperationEntry } from './spec';
 
 interface DeprecatedOperation {
+  operationId: string;
+  name: string;
   method: string;
   pattern: RegExp;
   params: string[];
   deprecation: string;
   sunset?: string;
+  /** The sunset in ms since the epoch: from then on, 410. */
+  sunsetAt?: number;
   successor?: string;
 }
 
@@ -25,11 +32,14 @@ function parseDate(value: string, where: string): Date {
 /** Reads the deprecated operations once, at start-up; a half-described one stops start-up. */
 function deprecatedOperations(operations: Record<string, OperationEntry>): DeprecatedOperation[] {
   const found: DeprecatedOperation[] = [];
-  for (const { method, path, deprecated } of Object.values(operations)) {
+  for (const [operationId, { method, path, deprecated }] of Object.entries(operations)) {
     if (!deprecated) continue;
     const name = `${method.toUpperCase()} ${path}`;
     if (deprecated.since === undefined) {
       throw new Error(`${name} is deprecated but has no x-deprecated-since (RFC 9745 needs the date)`);
+    }
+    if (deprecated.sunset !== undefined && !deprecated.declaresGone) {
+      throw new Error(`${name} has an x-deprecated-sunset but does not declare the 410 it answers after it`);
     }
     const params = [...path.matchAll(/\{(\w+)\}/g)].map((m) => m[1] as string);
     const { successor } = deprecated;
@@ -38,15 +48,16 @@ function deprecatedOperations(operations: Record<string, OperationEntry>): Depre
       if (unknown.length > 0) throw new Error(`${name}: x-successor uses {${unknown.join('}, {')}}, not a path parameter`);
     }
     const source = path.replace(/[.*+?^$()|[\]\\]/g, '\\$&').replace(/\{\w+\}/g, '([^/]+)');
+    const sunset = deprecated.sunset === undefined ? undefined : parseDate(deprecated.sunset, `${name} x-deprecated-sunset`);
     found.push({
+      operationId,
+      name,
       method,
       // Express routes ignore a trailing slash, so the same requests are matched here.
       pattern: new RegExp(`^${source}/?$`),
       params,
       deprecation: `@${Math.floor(parseDate(deprecated.since, `${name} x-deprecated-since`).getTime() / 1000)}`,
-      ...(deprecated.sunset !== undefined && {
-        sunset: parseDate(deprecated.sunset, `${name} x-deprecated-sunset`).toUTCString(),
-      }),
+      ...(sunset && { sunset: sunset.toUTCString(), sunsetAt: sunset.getTime() }),
       ...(successor !== undefined && { successor }),
     });
   }
@@ -67,14 +78,28 @@ function addLink(res: Response, link: string): void {
   res.setHeader('Link', [...existing, link].join(', '));
 }
 
-/**
- * Adds the headers to every response of a deprecated operation, errors included (a 401
- * or a 429 is still an answer from a deprecated endpoint). They are written just before
- * the status line goes out, so a handler's own `Link` is kept beside the successor's.
- */
-export function deprecationHeaders(table: Record<string, OperationEntry>): RequestHandler {
+export interface Deprecation {
+  /**
+   * Adds the headers to every response of a deprecated operation, errors included (a 401
+   * or a 429 is still an answer from a deprecated endpoint), and counts the call once
+   * its caller is known. The headers are written just before the status line goes out,
+   * so a handler's own `Link` is kept beside the successor's.
+   */
+  headers: RequestHandler;
+  /** 410 `gone` for a deprecated operation past its sunset; placed after the access log and the per-address limit. */
+  sunset: RequestHandler;
+}
+
+export function createDeprecation(
+  table: Record<string, OperationEntry>,
+  { now = Date.now, calls }: { now?: () => number; calls: DeprecatedCallLog },
+): Deprecation {
   const operations = deprecatedOperations(table);
-  return (req, res, next) => {
+  const matched = new WeakMap<Request, { op: DeprecatedOperation; values: string[] }>();
+  const successorOf = (op: DeprecatedOperation, values: string[]) =>
+    op.successor?.replace(/\{(\w+)\}/g, (_, name: string) => encodeURIComponent(values[op.params.indexOf(name)] ?? ''));
+
+  const headers: RequestHandler = (req, res, next) => {
     if (operations.length === 0) return next();
     // HEAD is answered by the GET operation.
     const method = req.method === 'HEAD' ? 'get' : req.method.toLowerCase();
@@ -86,18 +111,31 @@ export function deprecationHeaders(table: Record<string, OperationEntry>): Reque
       return match !== null;
     });
     if (!op) return next();
+    matched.set(req, { op, values });
 
     // eslint-disable-next-line @typescript-eslint/unbound-method -- called below with apply(this)
     const writeHead = res.writeHead;
     res.writeHead = function (this: Response, ...args: Parameters<Response['writeHead']>) {
       res.setHeader('Deprecation', op.deprecation);
       if (op.sunset) res.setHeader('Sunset', op.sunset);
-      if (op.successor) {
-        const target = op.successor.replace(/\{(\w+)\}/g, (_, name: string) => encodeURIComponent(values[op.params.indexOf(name)] ?? ''));
-        addLink(res, `<${target}>; rel="successor-version"`);
-      }
+      const target = successorOf(op, values);
+      if (target !== undefined) addLink(res, `<${target}>; rel="successor-version"`);
       return writeHead.apply(this, args);
     } as Response['writeHead'];
+    // Whatever the answer, a call by a known account counts: it still depends on the operation.
+    res.once('finish', () => {
+      if (req.principal) calls.add(op.operationId, req.principal.accountId, now());
+    });
     next();
   };
+
+  const sunset: RequestHandler = (req, _res, next) => {
+    const { op, values } = matched.get(req) ?? {};
+    if (op?.sunsetAt === undefined || now() < op.sunsetAt) return next();
+    const target = successorOf(op, values ?? []);
+    const instead = target === undefined ? '' : `; use ${target}`;
+    next(new ApiError('gone', `${op.name} was retired on ${op.sunset}${instead}`, 410));
+  };
+
+  return { headers, sunset };
 }

@@ -140,9 +140,9 @@ function sendError(res: Response, error: ApiError): void {
 export function errorMapper(log: Logger): ErrorRequestHandler {
   return (err, req, res, _next) => {
     const error = toApiError(err, req);
-    // A refusal of the store (StorageUnavailable) is logged once per outage where it
-    // begins, not once per request.
-    if (error.status >= 500 && !(err instanceof StorageUnavailable)) {
+    // A refusal of the store (StorageUnavailable) or for overload is logged once per
+    // outage where it begins, not once per request.
+    if (error.status >= 500 && !(err instanceof StorageUnavailable) && error.code !== 'overloaded') {
       const cause: unknown = error.cause ?? err;
       log.error(
         {

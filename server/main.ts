@@ -5,11 +5,13 @@
 import cluster from 'node:cluster';
 import { openStorage, type ServiceOptions } from '../db/open';
 import { createApp } from './app';
+import { createDeprecatedCallLog } from './deprecated-calls';
 import { startPrimary } from './cluster';
 import { ConfigError, loadConfig, type Config } from './config';
 import { startDeliveryWorker, type DeliveryWorker } from './delivery-worker';
 import { createHttpServer, createLifecycle } from './http-server';
 import { createLogger, type Logger } from './log';
+import { createOverloadMonitor } from './overload';
 import { prepareStorageWhenReachable, StartupError } from './startup';
 
 // OpenTelemetry is loaded only when tracing is on: its SDK took about a second to load.
@@ -44,13 +46,16 @@ async function main(): Promise<void> {
   const storage = cluster.isWorker ? openStorage(config, service) : await prepareMigratedStorage(config, log, service);
   const lifecycle = createLifecycle();
   const tracing = config.tracing ? tracingModule().startTracing(log) : undefined;
-  const app = createApp({ storage, config, log, lifecycle, tracing });
+  const deprecatedCalls = createDeprecatedCallLog(storage, log);
+  const overload = createOverloadMonitor(config.overloadEventLoopDelayMs, log);
+  const app = createApp({ storage, config, log, lifecycle, tracing, deprecatedCalls, overload });
   const http = createHttpServer(app, config, lifecycle, log);
   const { server } = http;
 
   let worker: DeliveryWorker | undefined;
   server.listen(config.port, config.host, () => {
     worker = startDeliveryWorker({ storage, config, log });
+    overload?.start();
     const address = server.address();
     const port = typeof address === 'object' && address ? address.port : config.port;
     log.info(
@@ -70,6 +75,9 @@ async function main(): Promise<void> {
       await http.drain();
       // The worker writes to the database, so it stops first.
       await worker?.stop();
+      // The counts of deprecated calls not yet written.
+      await deprecatedCalls.close();
+      overload?.stop();
       await storage.close();
       // The spans of the last requests, which the exporter still holds.
       await tracing?.shutdown().catch((err: unknown) => log.warn({ err }, 'Could not export the last spans'));

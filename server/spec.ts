@@ -49,7 +49,7 @@ export interface OperationEntry {
   /** `x-required-role`, when the operation names one. */
   requiredRole?: string;
   /** The deprecation extensions, exactly as written, when the operation is `deprecated`. */
-  deprecated?: { since?: string; sunset?: string; successor?: string };
+  deprecated?: { since?: string; sunset?: string; successor?: string; declaresGone: boolean };
   /**
    * Its integer parameters, when it has any (server/params.ts takes them only as plain
    * decimal text): path parameter names, and query parameters holding one integer or a
@@ -134,7 +134,9 @@ export function operationsOf(doc: { paths: Record<string, unknown> } & Record<st
       const entry: OperationEntry = { method, path, tag, security: securityOf(op.security ?? doc.security) };
       if (typeof op['x-required-role'] === 'string') entry.requiredRole = op['x-required-role'];
       if (op.deprecated === true) {
-        const deprecated: NonNullable<OperationEntry['deprecated']> = {};
+        // The 410 it answers past its sunset must be in its responses (server/deprecation.ts).
+        const declaresGone = Object.hasOwn(op.responses ?? {}, '410');
+        const deprecated: NonNullable<OperationEntry['deprecated']> = { declaresGone };
         const since = text(op['x-deprecated-since']);
         const sunset = text(op['x-deprecated-sunset']);
         const successor = text(op['x-successor']);

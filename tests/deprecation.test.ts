@@ -1,8 +1,16 @@
 // Deprecation headers come from the spec at start-up, for whichever operations it marks
 // deprecated (openapi.yaml, info.description, "Stability and deprecation").
+import { execFile } from 'node:child_process';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { promisify } from 'node:util';
 import request from 'supertest';
+import { repoRoot, startServer } from '../scripts/server-process';
+import { createDeprecatedCallLog } from '../server/deprecated-calls';
+import { createLogger } from '../server/log';
 import { loadSpec, type OpenApiDocument } from '../server/spec';
-import { admin, customer, setupApp, type Caller } from './helpers';
+import { admin, createPgDatabase, customer, expectError, setupApp, testDatabaseUrl, testStorage, type Caller } from './helpers';
 
 const deprecationHeaders = (res: request.Response) => ({
   deprecation: res.headers.deprecation,
@@ -78,6 +86,7 @@ describe('a spec that deprecates other operations', () => {
     'x-deprecated-sunset': '2026-12-31T12:00:00Z',
     'x-successor': '/pets',
   });
+  Object.assign(op('/categories', 'get').responses as object, { '410': { $ref: '#/components/responses/Gone' } });
   Object.assign(op('/categories/{categoryId}', 'get'), {
     deprecated: true,
     'x-deprecated-since': '2026-01-15',
@@ -86,6 +95,8 @@ describe('a spec that deprecates other operations', () => {
 
   const t = setupApp({
     spec,
+    // Before the sunset.
+    now: () => Date.parse('2026-12-31T11:59:59Z'),
     // A handler that sets its own Link, to see the successor added beside it.
     handlers: {
       listCategories: () => ({ status: 200, body: [], headers: { Link: '</categories?cursor=abc>; rel="next"' } }),
@@ -119,6 +130,138 @@ describe('a spec that deprecates other operations', () => {
   });
 });
 
+describe('after the sunset', () => {
+  // 2027-06-30 (x-deprecated-sunset of GET /pets/{petId} in openapi.yaml), midnight UTC.
+  const sunset = Date.parse('2027-06-30T00:00:00Z');
+  let clock = sunset - 1;
+  const t = setupApp({ now: () => clock });
+  let me: Caller;
+  beforeAll(async () => {
+    me = await customer(t.app);
+  });
+
+  it('answers 410 gone with the Link to the successor, from the sunset instant on, with or without a key', async () => {
+    clock = sunset - 1;
+    expect((await request(t.app).get('/pets/7').set(me.auth)).status).toBe(404);
+    clock = sunset;
+    for (const res of [
+      await request(t.app).get('/pets/7').set(me.auth),
+      await request(t.app).get('/pets/7'),
+      await request(t.app).head('/pets/7'),
+    ]) {
+      expect(res.status).toBe(410);
+      expect(deprecationHeaders(res)).toEqual({
+        deprecation: '@1782777600',
+        sunset: 'Wed, 30 Jun 2027 00:00:00 GMT',
+        link: '</pets?ids=7>; rel="successor-version"',
+      });
+    }
+    const res = await request(t.app).get('/pets/7');
+    expectError(res, 410, 'gone');
+    expect(res.body.message).toBe('GET /pets/{petId} was retired on Wed, 30 Jun 2027 00:00:00 GMT; use /pets?ids=7');
+  });
+
+  it('leaves the other operations alone', async () => {
+    clock = sunset + 365 * 86_400_000;
+    expect((await request(t.app).get('/pets?ids=7').set(me.auth)).status).toBe(200);
+    expect((await request(t.app).delete('/pets/7').set(me.auth)).status).toBe(403);
+  });
+});
+
+describe('after the sunset of other operations', () => {
+  const spec = structuredClone(loadSpec());
+  const op = (path: string, method: string) => spec.paths[path]?.[method] as Record<string, unknown>;
+  const gone = { $ref: '#/components/responses/Gone' };
+  Object.assign(op('/categories', 'get'), {
+    deprecated: true,
+    'x-deprecated-since': '2026-01-15',
+    'x-deprecated-sunset': '2026-12-31T12:00:00Z',
+    'x-successor': '/pets',
+  });
+  Object.assign(op('/categories', 'get').responses as object, { '410': gone });
+  // Deprecated, with no sunset: it never answers 410.
+  Object.assign(op('/categories/{categoryId}', 'get'), { deprecated: true, 'x-deprecated-since': '2026-01-15' });
+  const t = setupApp({ spec, now: () => Date.parse('2030-01-01T00:00:00Z') });
+
+  it('answers 410 for the operation whose sunset has passed, and only for it', async () => {
+    const me = await customer(t.app);
+    const list = await request(t.app).get('/categories').set(me.auth);
+    expectError(list, 410, 'gone');
+    expect(list.headers.link).toBe('</pets>; rel="successor-version"');
+    expect(list.body.message).toBe('GET /categories was retired on Thu, 31 Dec 2026 12:00:00 GMT; use /pets');
+    expect((await request(t.app).get('/categories/42').set(me.auth)).status).toBe(404);
+    expect((await request(t.app).get('/pets/7').set(me.auth)).status).toBe(410);
+  });
+});
+
+describe('who calls a deprecated operation', () => {
+  const { storage } = testStorage();
+  const calls = createDeprecatedCallLog(storage, createLogger('silent'));
+  let clock = Date.parse('2027-01-10T23:59:00Z');
+  const t = setupApp({ storage, deprecatedCalls: calls, now: () => clock });
+
+  it('counts the calls of each account by day, whatever the answer, and keeps the last call', async () => {
+    const [early, late] = [await customer(t.app), await customer(t.app)];
+    for (let i = 0; i < 3; i++) await request(t.app).get('/pets/7').set(early.auth);
+    await request(t.app).get('/pets/0').set(early.auth);
+    clock = Date.parse('2027-01-11T08:00:00Z');
+    await request(t.app).get('/pets/8').set(late.auth);
+    // Not counted: no account known, or an operation that is not deprecated.
+    await request(t.app).get('/pets/7');
+    await request(t.app).get('/pets?ids=7').set(early.auth);
+    // Nothing is written before a flush (the interval, or shutdown).
+    expect(await storage.deprecatedCallers('getPetById', '2027-01-01')).toEqual([]);
+    await calls.flush();
+    expect(await storage.deprecatedCallers('getPetById', '2027-01-01')).toEqual([
+      { accountId: late.accountId, email: late.email, calls: 1, lastAt: '2027-01-11T08:00:00.000Z' },
+      { accountId: early.accountId, email: early.email, calls: 4, lastAt: '2027-01-10T23:59:00.000Z' },
+    ]);
+    // Later calls add to the rows already written.
+    await request(t.app).get('/pets/7').set(early.auth);
+    await calls.flush();
+    expect(await storage.deprecatedCallers('getPetById', '2027-01-11')).toEqual([
+      { accountId: early.accountId, email: early.email, calls: 1, lastAt: '2027-01-11T08:00:00.000Z' },
+      { accountId: late.accountId, email: late.email, calls: 1, lastAt: '2027-01-11T08:00:00.000Z' },
+    ]);
+    expect(await storage.deprecatedCallers('getPetById', '2027-01-01')).toContainEqual({
+      accountId: early.accountId,
+      email: early.email,
+      calls: 5,
+      lastAt: '2027-01-11T08:00:00.000Z',
+    });
+    expect(await storage.deprecatedCallers('listPets', '2027-01-01')).toEqual([]);
+  });
+});
+
+describe('npm run deprecations', () => {
+  const dir = mkdtempSync(join(tmpdir(), 'petstore-deprecations-'));
+  afterAll(() => rmSync(dir, { recursive: true, force: true }));
+
+  it('lists who called GET /pets/{petId}, written by the service when it stops', async () => {
+    const env: Record<string, string> = testDatabaseUrl
+      ? { DATABASE_URL: await createPgDatabase(testDatabaseUrl, `petstore_dep${process.pid}`) }
+      : { DATABASE_PATH: join(dir, 'petstore.db') };
+    const server = await startServer({ ...env, SEED_DEMO_DATA: 'false' });
+    let caller: Caller;
+    try {
+      caller = await customer(server.url as never);
+      await request(server.url).get('/pets/7').set(caller.auth).expect(404);
+      await request(server.url).get('/pets/7').set(caller.auth).expect(404);
+    } finally {
+      expect(await server.stop()).toBe(0);
+    }
+    const run = (...args: string[]) =>
+      promisify(execFile)(process.execPath, ['--import', 'tsx', 'scripts/deprecations.ts', ...args], {
+        cwd: repoRoot,
+        env: { ...process.env, ...env, LOG_LEVEL: 'silent' },
+      });
+    const { stdout } = await run();
+    expect(stdout).toContain(`getPetById: 1 account(s) since `);
+    expect(stdout).toContain(`  ${caller!.accountId}\t${caller!.email}\t2 call(s)\tlast `);
+    await expect(run('--days', '0')).rejects.toMatchObject({ code: 2 });
+  });
+});
+
 describe('start-up', () => {
   const deprecate = (extensions: Record<string, unknown>): OpenApiDocument => {
     const spec = structuredClone(loadSpec());
@@ -130,9 +273,16 @@ describe('start-up', () => {
     expect(() => setupApp({ spec: deprecate({}) })).toThrow('GET /categories/{categoryId} is deprecated but has no x-deprecated-since');
   });
 
+  it('refuses a sunset on an operation that does not declare its 410', () => {
+    expect(() => setupApp({ spec: deprecate({ 'x-deprecated-since': '2026-01-15', 'x-deprecated-sunset': '2027-01-01' }) })).toThrow(
+      'GET /categories/{categoryId} has an x-deprecated-sunset but does not declare the 410 it answers after it',
+    );
+  });
+
   it('refuses dates it cannot read and a successor using an unknown parameter', () => {
     expect(() => setupApp({ spec: deprecate({ 'x-deprecated-since': 'soon' }) })).toThrow('x-deprecated-since is not a date');
-    expect(() => setupApp({ spec: deprecate({ 'x-deprecated-since': '2026-01-15', 'x-deprecated-sunset': 'later' }) })).toThrow(
+    const gone = { responses: { ...(loadSpec().paths['/categories/{categoryId}']?.get as { responses: object }).responses, '410': {} } };
+    expect(() => setupApp({ spec: deprecate({ 'x-deprecated-since': '2026-01-15', 'x-deprecated-sunset': 'later', ...gone }) })).toThrow(
       'x-deprecated-sunset is not a date',
     );
     expect(() => setupApp({ spec: deprecate({ 'x-deprecated-since': '2026-01-15', 'x-successor': '/pets?ids={petId}' }) })).toThrow(

@@ -20,6 +20,7 @@ describe('migrations', () => {
       'accounts',
       'api_keys',
       'categories',
+      'deprecated_calls',
       'idempotency_keys',
       'inventory',
       'messages',

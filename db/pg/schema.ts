@@ -144,3 +144,18 @@ export const rateLimits = pgTable('rate_limits', {
   resetAt: bigint('reset_at', { mode: 'number' }).notNull(),
   granted: integer('granted').notNull().default(0),
 });
+
+// Calls of deprecated operations, one row per operation, UTC day and account.
+export const deprecatedCalls = pgTable(
+  'deprecated_calls',
+  {
+    operation: text('operation').notNull(),
+    day: text('day').notNull(),
+    accountId: ref('account_id')
+      .notNull()
+      .references(() => accounts.id, { onDelete: 'cascade' }),
+    calls: integer('calls').notNull(),
+    lastAt: text('last_at').notNull(),
+  },
+  (t) => [primaryKey({ columns: [t.operation, t.day, t.accountId] })],
+);

@@ -3,7 +3,7 @@
 // lockCategory are SELECT ... FOR UPDATE, so a rule's checks hold until it commits, on
 // any number of instances. Uniqueness (emails, category name keys, idempotency keys) is
 // the unique indexes' job; a violation comes back as 'taken' or null, never a 500.
-import { and, asc, count, eq, gt, inArray, isNull, lte, or, sql, type SQL } from 'drizzle-orm';
+import { and, asc, count, desc, eq, gt, gte, inArray, isNull, lte, or, sql, type SQL } from 'drizzle-orm';
 import { drizzle, type NodePgDatabase } from 'drizzle-orm/node-postgres';
 import { migrate } from 'drizzle-orm/node-postgres/migrator';
 import { join } from 'node:path';
@@ -13,7 +13,7 @@ import type { Principal } from '../../domain/types';
 import { asUnavailable, createAvailability, isConnectionError, openPool } from './connection';
 import { toAccount, toApiKey, toCategory, toMessage, toOrder, toPet } from '../rows';
 import * as schema from './schema';
-import { accounts, apiKeys, categories, idempotencyKeys, inventory, messages, orders, pets, rateLimits } from './schema';
+import { accounts, apiKeys, categories, deprecatedCalls, idempotencyKeys, inventory, messages, orders, pets, rateLimits } from './schema';
 import { guardTransactions } from '../transaction-guard';
 
 export type PgDb = NodePgDatabase<typeof schema> & { $client: Pool };
@@ -519,6 +519,35 @@ function createUnguardedStorage(db: PgDb, transaction: Storage['transaction']): 
       await db.delete(rateLimits).where(eq(rateLimits.key, key));
     },
     purgeRateLimits: async (now) => (await db.delete(rateLimits).where(lte(rateLimits.resetAt, now))).rowCount ?? 0,
+    async addDeprecatedCalls(counts) {
+      if (counts.length === 0) return;
+      // One statement; the batch holds each (operation, day, account) once, as ON CONFLICT needs.
+      await db
+        .insert(deprecatedCalls)
+        .values(counts)
+        .onConflictDoUpdate({
+          target: [deprecatedCalls.operation, deprecatedCalls.day, deprecatedCalls.accountId],
+          set: {
+            calls: sql`${deprecatedCalls.calls} + excluded.calls`,
+            lastAt: sql`greatest(${deprecatedCalls.lastAt}, excluded.last_at)`,
+          },
+        });
+    },
+    deprecatedCallers(operation, since) {
+      const lastAt = sql<string>`max(${deprecatedCalls.lastAt})`;
+      return db
+        .select({
+          accountId: deprecatedCalls.accountId,
+          email: accounts.email,
+          calls: sql<number>`sum(${deprecatedCalls.calls})`.mapWith(Number),
+          lastAt,
+        })
+        .from(deprecatedCalls)
+        .innerJoin(accounts, eq(accounts.id, deprecatedCalls.accountId))
+        .where(and(eq(deprecatedCalls.operation, operation), gte(deprecatedCalls.day, since)))
+        .groupBy(deprecatedCalls.accountId, accounts.email)
+        .orderBy(desc(lastAt), asc(deprecatedCalls.accountId));
+    },
     async ping() {
       await db.execute(sql`select 1`);
     },
