@@ -19,6 +19,7 @@ import { deprecationHeaders } from './deprecation';
 import { ApiError, errorMapper } from './errors';
 import { createLifecycle, type Lifecycle } from './http-server';
 import { accessLog, createLogger, type Logger } from './log';
+import type { Metrics } from './metrics';
 import { canonicalIntegers } from './params';
 import { createPathTable } from './path-table';
 import { operationsHandler, type AppContext, type HandlerTable } from './operations';
@@ -44,6 +45,8 @@ export interface AppOptions {
   rateLimitStores?: RateLimitStoreFactory;
   /** Shared with the HTTP server: whether the service is stopping, and the work under way. */
   lifecycle?: Lifecycle;
+  /** Prometheus metrics (server/metrics.ts); none unless given. */
+  metrics?: Metrics;
 }
 
 export function createApp({
@@ -55,12 +58,14 @@ export function createApp({
   handlers,
   rateLimitStores,
   lifecycle = createLifecycle(),
+  metrics,
 }: AppOptions): Express {
   const spec = givenSpec ?? loadSpec();
   const logger = log ?? createLogger(config.logLevel);
-  const storage = given ?? (db ? createSqliteStorage(db) : undefined);
-  if (!storage) throw new Error('createApp needs a storage (or a SQLite db)');
-  const repos = createStore(storage, config.bounds);
+  const opened = given ?? (db ? createSqliteStorage(db) : undefined);
+  if (!opened) throw new Error('createApp needs a storage (or a SQLite db)');
+  const storage = metrics ? metrics.storage(opened) : opened;
+  const repos = createStore(storage, config.bounds, metrics?.events);
   const ctx: AppContext = { repos, config, log: logger };
   const operations = operationsOf(spec);
 
@@ -71,7 +76,7 @@ export function createApp({
   const stores = rateLimitStores ?? (shared ? (name: string) => createRateLimitStore(storage, name) : memoryStores);
   const signUp = operations.createAccount;
   const isSignUp = (req: express.Request) => signUp !== undefined && req.method === signUp.method.toUpperCase() && req.path === signUp.path;
-  const limits = createRateLimiters(config, logger, stores, isSignUp);
+  const limits = createRateLimiters(config, logger, stores, isSignUp, metrics?.rateLimited);
 
   const app = express();
   app.disable('x-powered-by');
@@ -139,6 +144,7 @@ export function createApp({
   app.use(
     inOneLayer(
       [
+        ...(metrics ? [metrics.requests(operations)] : []),
         first,
         // Before anything may refuse the request, so that refusals carry them; a preflight is answered here.
         browserHeaders(createPathTable(operations), config.corsOrigins),
@@ -162,7 +168,7 @@ export function createApp({
     ),
   );
   app.use((req, _res, next) => next(new ApiError('not_found', `Nothing is at ${req.method} ${req.path}`, 404)));
-  app.use(errorMapper(logger));
+  app.use(errorMapper(logger, metrics?.answered));
   return app;
 }
 

@@ -106,6 +106,9 @@ const variables = z.object({
   KEEP_ALIVE_TIMEOUT_MS: int(100, 600_000).default(5_000),
   TRUST_PROXY: trustProxy.default(false),
   LOG_LEVEL: z.enum(['trace', 'debug', 'info', 'warn', 'error', 'fatal', 'silent']).default('info'),
+  // Prometheus metrics on a listener of their own (docs/operations.md, "Metrics"); 0 is off.
+  METRICS_PORT: int(0, 65535).default(0),
+  METRICS_HOST: z.string().min(1).default('127.0.0.1'),
 });
 
 /** Every environment variable the service reads (the README's configuration table lists them). */
@@ -115,6 +118,11 @@ const schema = variables
   .refine((e) => e.HEADERS_TIMEOUT_MS <= e.REQUEST_TIMEOUT_MS, {
     path: ['HEADERS_TIMEOUT_MS'],
     message: 'must not be longer than REQUEST_TIMEOUT_MS',
+  })
+  // A balancer in front of the API must not publish the metrics.
+  .refine((e) => e.METRICS_PORT === 0 || e.METRICS_PORT !== e.PORT, {
+    path: ['METRICS_PORT'],
+    message: 'must not be the API port (PORT): the metrics have a listener of their own',
   })
   .transform((e) => ({
     port: e.PORT,
@@ -151,6 +159,8 @@ const schema = variables
     keepAliveTimeoutMs: e.KEEP_ALIVE_TIMEOUT_MS,
     trustProxy: e.TRUST_PROXY,
     logLevel: e.LOG_LEVEL,
+    /** Where GET /metrics is served (server/metrics.ts); off when the port is 0. */
+    metrics: e.METRICS_PORT === 0 ? undefined : { port: e.METRICS_PORT, host: e.METRICS_HOST },
     bodyLimitBytes,
   }));
 

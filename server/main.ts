@@ -12,11 +12,19 @@ import { createHttpServer, createLifecycle } from './http-server';
 import { createLogger, type Logger } from './log';
 import { prepareStorageWhenReachable, StartupError } from './startup';
 
+// prom-client is loaded only when the metrics are on (METRICS_PORT).
+// eslint-disable-next-line @typescript-eslint/no-require-imports -- loaded on demand, as said above
+const metricsModule = (): typeof import('./metrics') => require('./metrics') as typeof import('./metrics');
+
 async function main(): Promise<void> {
   const config = loadConfig();
   const log = createLogger(config.logLevel);
   // WEB_CONCURRENCY > 1: this process migrates, forks the workers and serves nothing itself.
-  if (config.webConcurrency > 1 && cluster.isPrimary) return startPrimary(config, log);
+  if (config.webConcurrency > 1 && cluster.isPrimary) {
+    // The primary serves the metrics of all its workers together.
+    if (config.metrics) await metricsModule().serveMetrics(config.metrics, metricsModule().clusterExposition(), log);
+    return startPrimary(config, log);
+  }
   // A cluster worker finds the database migrated by its primary.
   // SQLite's WAL checkpoints in a thread of their own (db/checkpointer.ts).
   const service: ServiceOptions = {
@@ -39,13 +47,18 @@ async function main(): Promise<void> {
   };
   const storage = cluster.isWorker ? openStorage(config, service) : await prepareMigratedStorage(config, log, service);
   const lifecycle = createLifecycle();
-  const app = createApp({ storage, config, log, lifecycle });
+  const metrics = config.metrics ? metricsModule().createMetrics() : undefined;
+  // A worker's metrics are served by its primary, added up with the other workers'.
+  if (metrics && cluster.isWorker) metricsModule().reportToPrimary(metrics.registry);
+  else if (metrics && config.metrics)
+    await metricsModule().serveMetrics(config.metrics, metricsModule().expositionOf(metrics.registry), log);
+  const app = createApp({ storage, config, log, lifecycle, metrics });
   const http = createHttpServer(app, config, lifecycle, log);
   const { server } = http;
 
   let worker: DeliveryWorker | undefined;
   server.listen(config.port, config.host, () => {
-    worker = startDeliveryWorker({ storage, config, log });
+    worker = startDeliveryWorker({ storage, config, log, onDelivered: metrics?.delivered });
     const address = server.address();
     const port = typeof address === 'object' && address ? address.port : config.port;
     log.info(

@@ -292,12 +292,11 @@ function createQueries(db: Executor): Queries {
         .orderBy(asc(messages.createdAt))
         .limit(limit)
         .for('update', { skipLocked: true });
-      const rows = await db
+      return db
         .update(messages)
         .set({ status: 'sent', sentAt })
         .where(and(eq(messages.status, 'queued'), inArray(messages.id, due)))
-        .returning({ id: messages.id });
-      return rows.map((r) => r.id);
+        .returning({ id: messages.id, createdAt: messages.createdAt });
     },
   };
 }
@@ -393,6 +392,7 @@ function createUnguardedStorage(db: PgDb, transaction: Storage['transaction']): 
   return {
     ...queries,
     engine: 'postgres',
+    pool: db.$client,
     transaction,
     async hitRateLimit(key, windowMs, now) {
       // One upsert: concurrent hits from any instance serialise on the row.
