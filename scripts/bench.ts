@@ -1,10 +1,11 @@
 // npm run bench: pagination cost (in process), then throughput and latency of the
-// service beside reference servers (separate processes), then the service on PostgreSQL
+// service beside reference servers (separate processes), then metrics off beside on, then the service on PostgreSQL
 // beside SQLite and one instance beside two. See the README's Performance section;
 // scripts/bench/ holds the parts and the reference servers.
 import { spawnSync } from 'node:child_process';
 import { existsSync, readdirSync } from 'node:fs';
 import { join } from 'node:path';
+import { benchMetricsCost } from './bench/metrics-cost';
 import { benchPagination } from './bench/pagination';
 import { benchThroughput } from './bench/throughput';
 
@@ -39,6 +40,7 @@ function benchPostgres(): void {
 async function main(): Promise<void> {
   if (process.env.BENCH_SKIP_PAGINATION !== '1') await benchPagination();
   await benchThroughput();
+  if (process.env.BENCH_SKIP_METRICS !== '1') await benchMetricsCost();
   console.log('');
   benchPostgres();
 }
