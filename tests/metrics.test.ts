@@ -6,7 +6,8 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { freePort, parseExposition, value, type Sample } from './exposition';
-import { password } from './helpers';
+import { randomBytes } from 'node:crypto';
+import { createPgDatabase, password, testDatabaseUrl } from './helpers';
 import { eventually, startServer, type ServerProcess } from '../scripts/server-process';
 
 async function scrape(port: number): Promise<Sample[]> {
@@ -26,8 +27,12 @@ describe('GET /metrics', () => {
   beforeAll(async () => {
     dir = mkdtempSync(join(tmpdir(), 'petstore-metrics-'));
     metricsPort = await freePort();
+    // On PostgreSQL when the suite runs there (TEST_DATABASE_URL): its pool is measured too.
+    const database = testDatabaseUrl
+      ? { DATABASE_URL: await createPgDatabase(testDatabaseUrl, `petstore_metrics_${randomBytes(6).toString('hex')}`) }
+      : { DATABASE_PATH: join(dir, 'petstore.db') };
     server = await startServer({
-      DATABASE_PATH: join(dir, 'petstore.db'),
+      ...database,
       METRICS_PORT: String(metricsPort),
       MESSAGE_DELIVERY_DELAY_MS: '0',
       SIGNUPS_PER_ADDRESS_PER_HOUR: '1',
@@ -111,8 +116,17 @@ describe('GET /metrics', () => {
     // Node's default metrics.
     expect(value(samples, 'process_cpu_seconds_total')).toBeGreaterThan(0);
     expect(samples.some((s) => s.name === 'nodejs_eventloop_lag_p99_seconds')).toBe(true);
-    // SQLite has no pool.
-    expect(samples.some((s) => s.name.startsWith('petstore_pg_pool'))).toBe(false);
+    if (testDatabaseUrl) {
+      // Read at the scrape: the connections the requests above opened (the delivery
+      // worker's pass may hold one at that moment).
+      const held = value(samples, 'petstore_pg_pool_connections');
+      expect(held).toBeGreaterThan(0);
+      expect(value(samples, 'petstore_pg_pool_idle_connections')).toBeGreaterThanOrEqual(held - 1);
+      expect(value(samples, 'petstore_pg_pool_waiting_requests')).toBe(0);
+    } else {
+      // SQLite has no pool.
+      expect(samples.some((s) => s.name.startsWith('petstore_pg_pool'))).toBe(false);
+    }
   });
 
   it('serves /metrics alone on its port', async () => {
