@@ -28,7 +28,7 @@ describe('GET /metrics', () => {
     dir = mkdtempSync(join(tmpdir(), 'petstore-metrics-'));
     metricsPort = await freePort();
     // On PostgreSQL when the suite runs there (TEST_DATABASE_URL): its pool is measured too.
-    const database = testDatabaseUrl
+    const database: Record<string, string> = testDatabaseUrl
       ? { DATABASE_URL: await createPgDatabase(testDatabaseUrl, `petstore_metrics_${randomBytes(6).toString('hex')}`) }
       : { DATABASE_PATH: join(dir, 'petstore.db') };
     server = await startServer({
