@@ -17,6 +17,8 @@ export interface DatabaseConfig {
   databasePath: string;
   databaseMaxSizeMb?: number | undefined;
   databaseUrl?: string | undefined;
+  /** Connections in the PostgreSQL pool (10 when not given). */
+  databasePoolSize?: number | undefined;
 }
 
 /**
@@ -42,7 +44,7 @@ const sqliteStorage = (db: Db, service: ServiceOptions | undefined) =>
 export function openStorage(config: DatabaseConfig, service?: ServiceOptions): Storage {
   if (config.databaseUrl) {
     const { createPgStorage, openPgDatabase } = pg();
-    return createPgStorage(openPgDatabase(config.databaseUrl), { onAvailability: service?.onDatabaseUnreachable });
+    return createPgStorage(openPgDatabase(config.databaseUrl, config.databasePoolSize), { onAvailability: service?.onDatabaseUnreachable });
   }
   return sqliteStorage(openDatabase(config.databasePath, { maxSizeMb: config.databaseMaxSizeMb }), service);
 }
@@ -56,7 +58,7 @@ export async function prepareStorage(
   let brandNew: boolean;
   if (config.databaseUrl) {
     const { createPgStorage, migratePg, openPgDatabase } = pg();
-    const db = openPgDatabase(config.databaseUrl);
+    const db = openPgDatabase(config.databaseUrl, config.databasePoolSize);
     try {
       ({ brandNew } = await migratePg(db));
     } catch (error) {

@@ -132,12 +132,14 @@ export const messages = sqliteTable(
   (t) => [index('messages_status_idx').on(t.status, t.createdAt), check('messages_status_check', sql`${t.status} in ('queued', 'sent')`)],
 );
 
-// Rate-limit counters shared by every process on this file (WEB_CONCURRENCY workers):
-// one row per client key and window.
+// Rate-limit budgets shared by every process on this file (WEB_CONCURRENCY workers): one
+// row per client key and window; `hits` counts the requests granted to processes' leases
+// in the window, `granted` the last lease (server/rate-limit-store.ts).
 export const rateLimits = sqliteTable('rate_limits', {
   key: text('key').primaryKey(),
   hits: integer('hits').notNull(),
   resetAt: integer('reset_at').notNull(),
+  granted: integer('granted').notNull().default(0),
 });
 
 // A readiness check's write while writes are failing (db/sqlite-storage.ts): a row as

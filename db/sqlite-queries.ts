@@ -505,7 +505,9 @@ export function createQueries(db: Db): Queries {
       const row = orderById(isCustomer(viewer)).get({ id, accountId: viewer.accountId });
       return row ? toOrder(row) : null;
     },
-    insertOrder(input) {
+    insertOrder(input, pet) {
+      setStock().run({ petId: input.petId, quantity: pet.stockLeft });
+      if (pet.status !== null) setPetStatus().run({ id: input.petId, status: pet.status });
       const { lastInsertRowid } = insertOrder().run(input);
       return toOrder({ ...input, id: Number(lastInsertRowid), complete: false, shipDate: null });
     },
@@ -559,30 +561,29 @@ export const readOnly = [
 
 /**
  * The service's own statements beside the store's: rate-limit counters shared by the
- * processes on one file (one upsert each, atomic across them), and the readiness check's
+ * processes on one file (one upsert per lease, atomic across them), and the readiness check's
  * write (db/sqlite-storage.ts).
  */
 export function createServiceQueries(db: Db) {
   const p = sql.placeholder;
-  const hit = prepared(() =>
+  // A lease: min(want, limit - hits) of a running window, or a new window's first grant.
+  // The SET expressions all read the row as it was, so `granted` and `hits` agree.
+  const fresh = sql`min(${p('want')}, ${p('limit')})`;
+  const grant = sql`max(min(${p('want')}, ${p('limit')} - ${rateLimits.hits}), 0)`;
+  const ended = sql`${rateLimits.resetAt} <= ${p('now')}`;
+  const lease = prepared(() =>
     db
       .insert(rateLimits)
-      .values({ key: p('key'), hits: 1, resetAt: p('resetAt') })
+      .values({ key: p('key'), hits: fresh, resetAt: p('resetAt'), granted: fresh })
       .onConflictDoUpdate({
         target: rateLimits.key,
         set: {
-          hits: sql`case when ${rateLimits.resetAt} <= ${p('now')} then 1 else ${rateLimits.hits} + 1 end`,
-          resetAt: sql`case when ${rateLimits.resetAt} <= ${p('now')} then ${p('resetAt')} else ${rateLimits.resetAt} end`,
+          granted: sql`case when ${ended} then ${fresh} else ${grant} end`,
+          hits: sql`case when ${ended} then ${fresh} else ${rateLimits.hits} + ${grant} end`,
+          resetAt: sql`case when ${ended} then ${p('resetAt')} else ${rateLimits.resetAt} end`,
         },
       })
-      .returning({ hits: rateLimits.hits, resetAt: rateLimits.resetAt })
-      .prepare(),
-  );
-  const undoHit = prepared(() =>
-    db
-      .update(rateLimits)
-      .set({ hits: sql`max(${rateLimits.hits} - 1, 0)` })
-      .where(eq(rateLimits.key, p('key')))
+      .returning({ granted: rateLimits.granted, hits: rateLimits.hits, resetAt: rateLimits.resetAt })
       .prepare(),
   );
   const resetHits = prepared(() =>
@@ -605,10 +606,8 @@ export function createServiceQueries(db: Db) {
   );
   const deleteWriteChecks = prepared(() => db.delete(writeChecks).prepare());
   return {
-    hitRateLimit: (key: string, windowMs: number, now: number) => hit().get({ key, now, resetAt: now + windowMs }),
-    undoRateLimitHit: (key: string) => {
-      undoHit().run({ key });
-    },
+    takeRateLimitLease: (key: string, windowMs: number, now: number, want: number, limit: number) =>
+      lease().get({ key, now, resetAt: now + windowMs, want, limit }),
     resetRateLimit: (key: string) => {
       resetHits().run({ key });
     },

@@ -231,8 +231,7 @@ export function createSqliteStorage(db: Db, { checkpointer = null, onWriteFailur
     ...(outer as unknown as Queries),
     engine: 'sqlite',
     transaction,
-    hitRateLimit: write(service.hitRateLimit),
-    undoRateLimitHit: write(service.undoRateLimitHit),
+    takeRateLimitLease: write(service.takeRateLimitLease),
     resetRateLimit: write(service.resetRateLimit),
     purgeRateLimits: write(service.purgeRateLimits),
     // Reads answer; and after a refused write, not ready for the Retry-After it gave, then

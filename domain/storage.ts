@@ -95,7 +95,15 @@ export interface Queries {
 
   listOrders(viewer: Principal, filter: { complete?: boolean | undefined }, page: Page): Awaitable<Order[]>;
   findOrder(viewer: Principal, id: number): Awaitable<Order | null>;
-  insertOrder(input: { accountId: number; petId: number; quantity: number; createdAt: string }): Awaitable<Order>;
+  /**
+   * Inserts the order and writes what placing it decided for its pet, whose stock row the
+   * transaction has locked: the stock left and, when it changes, the status (null: kept).
+   * One statement on PostgreSQL.
+   */
+  insertOrder(
+    input: { accountId: number; petId: number; quantity: number; createdAt: string },
+    pet: { stockLeft: number; status: PetStatus | null },
+  ): Awaitable<Order>;
   completeOrder(id: number, shipDate: string): Awaitable<Order>;
   deleteOrder(id: number): Awaitable<void>;
   /** Some incomplete order of the pet, or null. */
@@ -130,15 +138,25 @@ export interface PoolUse {
   readonly waitingCount: number;
 }
 
+export interface RateLimitLease {
+  granted: number;
+  hits: number;
+  resetAt: number;
+}
+
 export interface Storage extends Queries {
   readonly engine: 'sqlite' | 'postgres';
   /** PostgreSQL's connection pool, read by the metrics at each scrape; SQLite has none. */
   readonly pool?: PoolUse;
   /** Runs `work` in one write transaction; a throw rolls it back. */
   transaction<T>(work: (tx: Queries) => Promise<T>): Promise<T>;
-  /** Rate-limit counters shared by every process on this database (server/rate-limit-store.ts). */
-  hitRateLimit(key: string, windowMs: number, now: number): Awaitable<{ hits: number; resetAt: number }>;
-  undoRateLimitHit(key: string): Awaitable<void>;
+  /**
+   * Rate-limit budgets shared by every process on this database (server/rate-limit-store.ts):
+   * grants min(want, limit - granted so far) of the key's fixed window (a new one from `now`
+   * if it ended), in one atomic statement, so the grants of a window never exceed `limit`.
+   * `want` >= 1; `hits` is the window's total granted after this grant.
+   */
+  takeRateLimitLease(key: string, windowMs: number, now: number, want: number, limit: number): Awaitable<RateLimitLease>;
   resetRateLimit(key: string): Awaitable<void>;
   /** Forgets counters whose window ended before `now` (periodic work). */
   purgeRateLimits(now: number): Awaitable<number>;

@@ -185,9 +185,11 @@ export function createStore(storage: Storage, bounds: Bounds = defaultBounds, ev
               const n = stock.quantity;
               throw new DomainError('insufficient_stock', `Only ${n} unit${n === 1 ? '' : 's'} of pet ${petId} in stock`);
             }
-            await tx.setStock(petId, stock.quantity - quantity);
-            if (stock.quantity === quantity) await tx.setPetStatus(petId, 'pending');
-            return tx.insertOrder({ accountId: input.accountId, petId, quantity, createdAt: now.toISOString() });
+            const stockLeft = stock.quantity - quantity;
+            return tx.insertOrder(
+              { accountId: input.accountId, petId, quantity, createdAt: now.toISOString() },
+              { stockLeft, status: stockLeft === 0 ? 'pending' : null },
+            );
           };
           if (idempotencyKey === undefined) return { outcome: { ok: true, value: await work() }, replayed: false };
           const request = { petId: input.petId, quantity: input.quantity };

@@ -1,13 +1,16 @@
 // npm run bench: pagination cost (in process), then throughput and latency of the
-// service beside reference servers (separate processes), then metrics off beside on, then the service on PostgreSQL
-// beside SQLite and one instance beside two. See the README's Performance section;
-// scripts/bench/ holds the parts and the reference servers.
+// service beside reference servers (separate processes), then metrics off beside on,
+// then tracing off beside on,
+// then the shapes beyond one process by CPU per request: WEB_CONCURRENCY=2 beside one
+// process, PostgreSQL (a throwaway server unless BENCH_PG_URL names one) beside SQLite,
+// one instance beside two. See docs/performance.md; scripts/bench/ holds the parts.
 import { spawnSync } from 'node:child_process';
 import { existsSync, readdirSync } from 'node:fs';
 import { join } from 'node:path';
 import { benchMetricsCost } from './bench/metrics-cost';
 import { benchPagination } from './bench/pagination';
 import { benchThroughput } from './bench/throughput';
+import { benchTracingCost } from './bench/tracing-cost';
 
 /** Why the PostgreSQL part cannot run here, or null when it can. */
 function postgresUnavailable(): string | null {
@@ -23,26 +26,27 @@ function postgresUnavailable(): string | null {
   return null;
 }
 
-function benchPostgres(): void {
-  const why = postgresUnavailable();
-  if (why) {
-    console.log(`\nPostgreSQL: skipped (${why}).`);
-    return;
-  }
+/** The service's shapes beyond one process (scripts/bench/postgres.ts), on a throwaway PostgreSQL unless BENCH_PG_URL names one. */
+function benchShapes(): void {
   const part = [process.execPath, '--import', 'tsx', join(__dirname, 'bench', 'postgres.ts')];
   const quoted = part.map((w) => `'${w.replace(/'/g, `'\\''`)}'`).join(' ');
-  const run = process.env.BENCH_PG_URL
-    ? spawnSync(part[0] as string, part.slice(1), { stdio: 'inherit' })
-    : spawnSync('bash', [join(__dirname, 'with-postgres.sh'), 'bash', '-c', `BENCH_PG_URL="$PG_URL" ${quoted}`], { stdio: 'inherit' });
-  if (run.status !== 0) console.log(`\nPostgreSQL: skipped (its part exited with ${run.status ?? run.signal}; its output is above).`);
+  const why = postgresUnavailable();
+  const { BENCH_PG_URL: _, ...withoutPg } = process.env;
+  const run =
+    process.env.BENCH_PG_URL || why
+      ? spawnSync(part[0] as string, part.slice(1), { stdio: 'inherit', env: why ? withoutPg : process.env })
+      : spawnSync('bash', [join(__dirname, 'with-postgres.sh'), 'bash', '-c', `BENCH_PG_URL="$PG_URL" ${quoted}`], { stdio: 'inherit' });
+  if (why) console.log(`PostgreSQL: skipped (${why}).`);
+  if (run.status !== 0) console.log(`\nShapes: failed (the part exited with ${run.status ?? run.signal}; its output is above).`);
 }
 
 async function main(): Promise<void> {
   if (process.env.BENCH_SKIP_PAGINATION !== '1') await benchPagination();
   await benchThroughput();
   if (process.env.BENCH_SKIP_METRICS !== '1') await benchMetricsCost();
+  if (process.env.BENCH_SKIP_TRACING !== '1') await benchTracingCost();
   console.log('');
-  benchPostgres();
+  benchShapes();
 }
 
 main().then(

@@ -1,5 +1,5 @@
 // createApp builds the Express app and never listens: tests drive it in process,
-// server/main.ts serves it (server/http-server.ts). A request flows: request id ->
+// server/main.ts serves it (server/http-server.ts). A request flows: (its span, when tracing) -> request id ->
 // (a stopping service says so; the probes answer here) -> deprecation -> per-address
 // rate limit -> access log -> failed-login limit -> body -> express-openapi-validator
 // (route, security, schema) -> per-account rate limit -> handler, all in one Express
@@ -28,6 +28,7 @@ import { createRateLimitStore } from './rate-limit-store';
 import { requestId } from './request-id';
 import { servicePages } from './service-pages';
 import { createSecurityHandlers } from './security';
+import type { Tracing } from './tracing';
 import { loadSpec, loadSpecYaml, operationsOf, specRouter, type OpenApiDocument } from './spec';
 
 export interface AppOptions {
@@ -47,6 +48,8 @@ export interface AppOptions {
   lifecycle?: Lifecycle;
   /** Prometheus metrics (server/metrics.ts); none unless given. */
   metrics?: Metrics;
+  /** OpenTelemetry spans for each request and its storage calls (server/tracing.ts); none unless given. */
+  tracing?: Tracing;
 }
 
 export function createApp({
@@ -59,12 +62,15 @@ export function createApp({
   rateLimitStores,
   lifecycle = createLifecycle(),
   metrics,
+  tracing,
 }: AppOptions): Express {
   const spec = givenSpec ?? loadSpec();
   const logger = log ?? createLogger(config.logLevel);
   const opened = given ?? (db ? createSqliteStorage(db) : undefined);
   if (!opened) throw new Error('createApp needs a storage (or a SQLite db)');
-  const storage = metrics ? metrics.storage(opened) : opened;
+  // Timed outermost, so that a transaction's time includes its spans' (when tracing).
+  const traced = tracing ? tracing.storage(opened) : opened;
+  const storage = metrics ? metrics.storage(traced) : traced;
   const repos = createStore(storage, config.bounds, metrics?.events);
   const ctx: AppContext = { repos, config, log: logger };
   const operations = operationsOf(spec);
@@ -145,6 +151,7 @@ export function createApp({
     inOneLayer(
       [
         ...(metrics ? [metrics.requests(operations)] : []),
+        ...(tracing ? [tracing.middleware] : []),
         first,
         // Before anything may refuse the request, so that refusals carry them; a preflight is answered here.
         browserHeaders(createPathTable(operations), config.corsOrigins),

@@ -73,6 +73,21 @@ const corsOrigins = z.string().transform((value, ctx): string[] => {
   return entries;
 });
 
+/** Empty is unset, as the OpenTelemetry specification says of its variables. */
+const otlpEndpoint = z
+  .string()
+  .transform((v) => v.trim() || undefined)
+  .pipe(z.url({ protocol: /^(http|https)$/, error: 'must be an http:// or https:// URL' }).optional());
+const tracesExporter = z
+  .string()
+  .transform((v) =>
+    v
+      .split(',')
+      .map((e) => e.trim())
+      .filter(Boolean),
+  )
+  .pipe(z.array(z.enum(['otlp', 'console', 'zipkin', 'none'])));
+
 const variables = z.object({
   PORT: int(0, 65535).default(3000),
   HOST: z.string().min(1).default('127.0.0.1'),
@@ -86,6 +101,8 @@ const variables = z.object({
     .optional(),
   // How long start-up waits for PostgreSQL to answer before giving up (README "Deployment").
   DATABASE_STARTUP_TIMEOUT_S: int(0, 3_600).default(60),
+  // Connections each process keeps to PostgreSQL (docs/deployment.md).
+  DATABASE_POOL_SIZE: int(1, 1_000).default(10),
   WEB_CONCURRENCY: int(1, 64).default(1),
   RATE_LIMIT_PER_MINUTE: int(1, 1_000_000).default(600),
   RATE_LIMIT_PER_ADDRESS_PER_MINUTE: int(1, 10_000_000).optional(),
@@ -109,6 +126,12 @@ const variables = z.object({
   // Prometheus metrics on a listener of their own (docs/operations.md, "Metrics"); 0 is off.
   METRICS_PORT: int(0, 65535).default(0),
   METRICS_HOST: z.string().min(1).default('127.0.0.1'),
+  // Whether to trace (docs/operations.md, "Tracing"); the OpenTelemetry SDK reads the rest
+  // of the OTEL_* variables itself (exporter protocol, headers, service name, sampler).
+  OTEL_SDK_DISABLED: boolean.optional(),
+  OTEL_TRACES_EXPORTER: tracesExporter.optional(),
+  OTEL_EXPORTER_OTLP_ENDPOINT: otlpEndpoint.optional(),
+  OTEL_EXPORTER_OTLP_TRACES_ENDPOINT: otlpEndpoint.optional(),
 });
 
 /** Every environment variable the service reads (the README's configuration table lists them). */
@@ -134,6 +157,8 @@ const schema = variables
     databaseUrl: e.DATABASE_URL,
     /** Start-up retries an unreachable PostgreSQL for this long, then exits 1. */
     databaseStartupTimeoutMs: e.DATABASE_STARTUP_TIMEOUT_S * 1000,
+    /** Connections in this process's PostgreSQL pool. */
+    databasePoolSize: e.DATABASE_POOL_SIZE,
     /** Worker processes sharing the port (server/cluster.ts). */
     webConcurrency: e.WEB_CONCURRENCY,
     /** Requests a minute per account, counted after authentication. */
@@ -162,6 +187,15 @@ const schema = variables
     /** Where GET /metrics is served (server/metrics.ts); off when the port is 0. */
     metrics: e.METRICS_PORT === 0 ? undefined : { port: e.METRICS_PORT, host: e.METRICS_HOST },
     bodyLimitBytes,
+    /**
+     * OpenTelemetry traces (server/tracing.ts): on when an exporter is named, or, unnamed
+     * (the SDK's default is OTLP), when an OTLP endpoint is given; never when disabled.
+     */
+    tracing:
+      !e.OTEL_SDK_DISABLED &&
+      (e.OTEL_TRACES_EXPORTER?.length
+        ? !e.OTEL_TRACES_EXPORTER.includes('none')
+        : Boolean(e.OTEL_EXPORTER_OTLP_ENDPOINT ?? e.OTEL_EXPORTER_OTLP_TRACES_ENDPOINT)),
   }));
 
 export type Config = z.output<typeof schema>;

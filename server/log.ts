@@ -43,8 +43,9 @@ export function createLogger(level: Config['logLevel'], destination: Destination
 
 const accessLineRedaction = ['authorization', 'cookie', 'password', 'key', 'keyHash', 'passwordHash'].map((name) => `err.${name}`);
 
-/** Probes are polled by orchestrators every few seconds; an access line each is noise. */
+/** Probes are polled by orchestrators every few seconds; an access line (or a span) each is noise. */
 const probes = new Set(['/healthz', '/readyz']);
+export const isProbe = (path: string) => probes.has(path);
 
 /**
  * One access line per request when the response is finished: request id, method, route
@@ -67,6 +68,8 @@ export function accessLog(log: Logger): RequestHandler {
       status: res.statusCode,
       durationMs: val.durationMs,
       accountId: r.principal?.accountId,
+      // Named as OpenTelemetry's log data model names them, which log stores link to traces.
+      ...(r.trace && { trace_id: r.trace.traceId, span_id: r.trace.spanId }),
       ...(val.err !== undefined && { err: val.err }),
     };
   };
@@ -77,7 +80,7 @@ export function accessLog(log: Logger): RequestHandler {
     logger: log.child({}, { redact: { paths: accessLineRedaction, censor: '[redacted]' } }),
     quietResLogger: true,
     genReqId: (_req, res) => String(res.getHeader('X-Request-Id')),
-    autoLogging: { ignore: (req) => probes.has((req as Request).path) },
+    autoLogging: { ignore: (req) => isProbe((req as Request).path) },
     // A 503 is a designed refusal (the outage behind it is logged once, where it begins).
     customLogLevel: (_req, res, err) => (res.statusCode === 503 ? 'warn' : err || res.statusCode >= 500 ? 'error' : 'info'),
     customSuccessMessage: () => 'request',

@@ -16,6 +16,10 @@ import { prepareStorageWhenReachable, StartupError } from './startup';
 // eslint-disable-next-line @typescript-eslint/no-require-imports -- loaded on demand, as said above
 const metricsModule = (): typeof import('./metrics') => require('./metrics') as typeof import('./metrics');
 
+// OpenTelemetry is loaded only when tracing is on: its SDK took about a second to load.
+// eslint-disable-next-line @typescript-eslint/no-require-imports -- loaded on demand, as said above
+const tracingModule = (): typeof import('./tracing') => require('./tracing') as typeof import('./tracing');
+
 async function main(): Promise<void> {
   const config = loadConfig();
   const log = createLogger(config.logLevel);
@@ -52,7 +56,8 @@ async function main(): Promise<void> {
   if (metrics && cluster.isWorker) metricsModule().reportToPrimary(metrics.registry);
   else if (metrics && config.metrics)
     await metricsModule().serveMetrics(config.metrics, metricsModule().expositionOf(metrics.registry), log);
-  const app = createApp({ storage, config, log, lifecycle, metrics });
+  const tracing = config.tracing ? tracingModule().startTracing(log) : undefined;
+  const app = createApp({ storage, config, log, lifecycle, tracing, metrics });
   const http = createHttpServer(app, config, lifecycle, log);
   const { server } = http;
 
@@ -79,6 +84,8 @@ async function main(): Promise<void> {
       // The worker writes to the database, so it stops first.
       await worker?.stop();
       await storage.close();
+      // The spans of the last requests, which the exporter still holds.
+      await tracing?.shutdown().catch((err: unknown) => log.warn({ err }, 'Could not export the last spans'));
       log.info('Stopped');
     } finally {
       log.flush();

@@ -8,7 +8,7 @@
 //   answers 429 until the window ends. API keys keep working, so a guesser cannot lock
 //   a real user out of the keys they already have.
 // Every counter lives in a store made by one factory (in memory by default), the seam
-// for a store shared between processes.
+// for the store shared between processes (server/rate-limit-store.ts).
 import { createHash } from 'node:crypto';
 import type { NextFunction, Request, RequestHandler, Response } from 'express';
 import { ipKeyGenerator, type ClientRateLimitInfo, type Options, type Store } from 'express-rate-limit';
@@ -109,7 +109,7 @@ interface LimiterOptions {
  */
 function limiter(name: RateLimiterName, store: Store, log: Logger, options: LimiterOptions, onRefusal?: OnRefusal): RequestHandler {
   const { windowMs, limit, keyGenerator, skip, headers, counts } = options;
-  void store.init?.({ windowMs } as Options);
+  void store.init?.({ windowMs, limit } as Options);
   const windowSeconds = Math.ceil(windowMs / 1000);
   const policy = `"${name}"; q=${limit}; w=${windowSeconds}; pk=:`;
   const what = name.startsWith('login')

@@ -1,5 +1,5 @@
-// What the pipeline attaches to a request: the validator's match (`openapi`) and the
-// caller found by the security handlers (`principal`).
+// What the pipeline attaches to a request: the validator's match (`openapi`), the
+// caller found by the security handlers (`principal`) and, when tracing, its span's ids.
 import type { Principal } from '../domain/types';
 import type { ApiError } from './errors';
 
@@ -16,6 +16,8 @@ declare global {
       principal?: Principal;
       /** Why authentication failed, as the security handler decided it. */
       authError?: ApiError;
+      /** The request's server span (server/tracing.ts), for its access line. */
+      trace?: { traceId: string; spanId: string };
     }
   }
 }

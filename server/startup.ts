@@ -10,7 +10,10 @@ import type { Logger } from './log';
 export class StartupError extends Error {}
 
 export async function prepareStorageWhenReachable(
-  config: Pick<Config, 'databasePath' | 'databaseUrl' | 'databaseMaxSizeMb' | 'seedDemoData' | 'databaseStartupTimeoutMs'>,
+  config: Pick<
+    Config,
+    'databasePath' | 'databaseUrl' | 'databaseMaxSizeMb' | 'databasePoolSize' | 'seedDemoData' | 'databaseStartupTimeoutMs'
+  >,
   log: Logger,
   service?: ServiceOptions,
   sleep = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms)),

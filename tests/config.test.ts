@@ -9,6 +9,7 @@ describe('configuration', () => {
       databasePath: './data/petstore.db',
       rateLimitPerMinute: 600,
       rateLimitPerAddressPerMinute: 600,
+      databasePoolSize: 10,
       maxConnections: 1000,
       headersTimeoutMs: 10_000,
       requestTimeoutMs: 30_000,
@@ -16,6 +17,11 @@ describe('configuration', () => {
       trustProxy: false,
       bodyLimitBytes: 64 * 1024,
     });
+  });
+
+  it('sizes the PostgreSQL pool from DATABASE_POOL_SIZE, at least one connection', () => {
+    expect(loadConfig({ DATABASE_POOL_SIZE: '4' }).databasePoolSize).toBe(4);
+    expect(() => loadConfig({ DATABASE_POOL_SIZE: '0' })).toThrow(/DATABASE_POOL_SIZE/);
   });
 
   it('fails fast naming each bad variable', () => {
@@ -31,6 +37,19 @@ describe('configuration', () => {
     expect(loadConfig({ METRICS_PORT: '0' }).metrics).toBeUndefined();
     expect(loadConfig({ METRICS_PORT: '9464' }).metrics).toEqual({ port: 9464, host: '127.0.0.1' });
     expect(() => loadConfig({ PORT: '8080', METRICS_PORT: '8080' })).toThrow(/METRICS_PORT: must not be the API port/);
+  });
+
+  it('traces only when the OTEL_* variables name an exporter or an OTLP endpoint', () => {
+    const endpoint = 'http://collector:4318';
+    expect(loadConfig({}).tracing).toBe(false);
+    expect(loadConfig({ OTEL_EXPORTER_OTLP_ENDPOINT: '' }).tracing).toBe(false);
+    expect(loadConfig({ OTEL_EXPORTER_OTLP_ENDPOINT: endpoint }).tracing).toBe(true);
+    expect(loadConfig({ OTEL_EXPORTER_OTLP_TRACES_ENDPOINT: `${endpoint}/v1/traces` }).tracing).toBe(true);
+    expect(loadConfig({ OTEL_TRACES_EXPORTER: 'console' }).tracing).toBe(true);
+    expect(loadConfig({ OTEL_TRACES_EXPORTER: 'none', OTEL_EXPORTER_OTLP_ENDPOINT: endpoint }).tracing).toBe(false);
+    expect(loadConfig({ OTEL_SDK_DISABLED: 'true', OTEL_EXPORTER_OTLP_ENDPOINT: endpoint }).tracing).toBe(false);
+    expect(() => loadConfig({ OTEL_EXPORTER_OTLP_ENDPOINT: 'collector:4318' })).toThrow(/OTEL_EXPORTER_OTLP_ENDPOINT/);
+    expect(() => loadConfig({ OTEL_TRACES_EXPORTER: 'jaeger' })).toThrow(/OTEL_TRACES_EXPORTER/);
   });
 
   it('documents every variable in the README configuration table', () => {

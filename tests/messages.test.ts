@@ -261,8 +261,8 @@ describe('the periodic purge', () => {
       "update idempotency_keys set created_at = ? where key = 'old-key'",
       new Date(now - 24 * 60 * 60 * 1000 - 1).toISOString(),
     );
-    await t.storage.hitRateLimit('ended', 60_000, now - 120_000);
-    await t.storage.hitRateLimit('running', 60_000, now);
+    await t.storage.takeRateLimitLease('ended', 60_000, now - 120_000, 1, 10);
+    await t.storage.takeRateLimitLease('running', 60_000, now, 1, 10);
 
     const worker = startDeliveryWorker({
       storage: t.storage,

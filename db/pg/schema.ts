@@ -136,9 +136,11 @@ export const messages = pgTable(
   (t) => [index('messages_status_idx').on(t.status, t.createdAt), check('messages_status_check', sql`${t.status} in ('queued', 'sent')`)],
 );
 
-// Shared rate-limit counters: one row per client key and window, so N instances count once.
+// Shared rate-limit budgets: one row per client key and window, so N instances count once;
+// `hits` counts the requests granted to instances' leases, `granted` the last lease.
 export const rateLimits = pgTable('rate_limits', {
   key: text('key').primaryKey(),
   hits: integer('hits').notNull(),
   resetAt: bigint('reset_at', { mode: 'number' }).notNull(),
+  granted: integer('granted').notNull().default(0),
 });

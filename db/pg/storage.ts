@@ -29,38 +29,182 @@ const visibleTo = (viewer: Principal): SQL[] => (viewer.role === 'admin' ? [] : 
 
 const inventoryColumns = { petId: pets.id, quantity: inventory.quantity, status: pets.status };
 
-type Executor = Omit<PgDb, '$client'>;
+type Executor = NodePgDatabase<typeof schema>;
 
+const p = sql.placeholder;
+// A placeholder where drizzle's types take a value or SQL only (an update's set).
+const bound = (name: string) => sql`${p(name)}`;
+
+/**
+ * The queries, over `db` (the pool, or one pooled connection for a transaction). The ones
+ * every request or rule makes are named prepared statements, built here once per `db`:
+ * each connection parses and plans them once, then only binds and runs them. Those whose
+ * shape depends on their arguments (lists with filters) are built per call.
+ */
 function createQueries(db: Executor): Queries {
   const first = <T>(rows: T[]): T | null => rows[0] ?? null;
+  const orderById = (visible: SQL[]) =>
+    db
+      .select()
+      .from(orders)
+      .where(and(eq(orders.id, p('id')), ...visible));
+  const prepared = {
+    findAccountByEmail: db
+      .select()
+      .from(accounts)
+      .where(eq(accounts.email, p('email')))
+      .prepare('find_account_by_email'),
+    lockAccount: db
+      .select({ id: accounts.id })
+      .from(accounts)
+      .where(eq(accounts.id, p('id')))
+      .for('update')
+      .prepare('lock_account'),
+    // The key and its owner's role: one query per authenticated request.
+    findKeyOwner: db
+      .select({
+        keyId: apiKeys.id,
+        accountId: apiKeys.accountId,
+        role: accounts.role,
+        expiresAt: apiKeys.expiresAt,
+        revokedAt: apiKeys.revokedAt,
+        lastUsedAt: apiKeys.lastUsedAt,
+        keyHash: apiKeys.keyHash,
+      })
+      .from(apiKeys)
+      .innerJoin(accounts, eq(accounts.id, apiKeys.accountId))
+      .where(eq(apiKeys.keyHash, p('hash')))
+      .prepare('find_key_owner'),
+    touchApiKey: db
+      .update(apiKeys)
+      .set({ lastUsedAt: bound('at') })
+      .where(eq(apiKeys.id, p('id')))
+      .prepare('touch_api_key'),
+    countActiveApiKeys: db
+      .select({ n: count() })
+      .from(apiKeys)
+      .where(
+        and(
+          eq(apiKeys.accountId, p('accountId')),
+          isNull(apiKeys.revokedAt),
+          or(isNull(apiKeys.expiresAt), gt(apiKeys.expiresAt, p('now'))),
+        ),
+      )
+      .prepare('count_active_api_keys'),
+    findCategory: db
+      .select()
+      .from(categories)
+      .where(eq(categories.id, p('id')))
+      .prepare('find_category'),
+    lockCategory: db
+      .select({ id: categories.id })
+      .from(categories)
+      .where(eq(categories.id, p('id')))
+      .for('update')
+      .prepare('lock_category'),
+    petInCategory: db
+      .select({ id: pets.id })
+      .from(pets)
+      .where(eq(pets.categoryId, p('id')))
+      .limit(1)
+      .prepare('pet_in_category'),
+    findPet: db
+      .select()
+      .from(pets)
+      .where(eq(pets.id, p('id')))
+      .prepare('find_pet'),
+    setPetStatus: db
+      .update(pets)
+      .set({ status: bound('status') })
+      .where(eq(pets.id, p('id')))
+      .prepare('set_pet_status'),
+    findInventory: db
+      .select(inventoryColumns)
+      .from(pets)
+      .innerJoin(inventory, eq(inventory.petId, pets.id))
+      .where(eq(pets.id, p('petId')))
+      .prepare('find_inventory'),
+    // The stock row and the pet row are both locked: status changes are decided under them.
+    lockStock: db
+      .select({ quantity: inventory.quantity, status: pets.status })
+      .from(pets)
+      .innerJoin(inventory, eq(inventory.petId, pets.id))
+      .where(eq(pets.id, p('petId')))
+      .for('update')
+      .prepare('lock_stock'),
+    setStock: db
+      .update(inventory)
+      .set({ quantity: bound('quantity') })
+      .where(eq(inventory.petId, p('petId')))
+      .prepare('set_stock'),
+    findOrderAsAdmin: orderById([]).prepare('find_order'),
+    findOrderAsCustomer: orderById([eq(orders.accountId, p('accountId'))]).prepare('find_order_of_account'),
+    // What placing an order decided, in one statement: the stock left, the pet's status
+    // when it changes (a null status updates no row), and the order.
+    insertOrder: db
+      .with(
+        db.$with('stock_left').as(
+          db
+            .update(inventory)
+            .set({ quantity: bound('stockLeft') })
+            .where(eq(inventory.petId, p('petId'))),
+        ),
+        db.$with('pet_status').as(
+          db
+            .update(pets)
+            .set({ status: bound('status') })
+            .where(and(eq(pets.id, p('petId')), sql`${p('status')}::text is not null`)),
+        ),
+      )
+      .insert(orders)
+      .values({ accountId: p('accountId'), petId: p('petId'), quantity: p('quantity'), complete: false, createdAt: p('createdAt') })
+      .returning()
+      .prepare('insert_order'),
+    completeOrder: db
+      .update(orders)
+      .set({ complete: true, shipDate: bound('shipDate') })
+      .where(eq(orders.id, p('id')))
+      .returning()
+      .prepare('complete_order'),
+    deleteOrder: db
+      .delete(orders)
+      .where(eq(orders.id, p('id')))
+      .prepare('delete_order'),
+    openOrderOfPet: db
+      .select({ id: orders.id })
+      .from(orders)
+      .where(and(eq(orders.petId, p('petId')), eq(orders.complete, false)))
+      .limit(1)
+      .prepare('open_order_of_pet'),
+    findIdempotency: db
+      .select({ requestHash: idempotencyKeys.requestHash, outcome: idempotencyKeys.outcome, createdAt: idempotencyKeys.createdAt })
+      .from(idempotencyKeys)
+      .where(and(eq(idempotencyKeys.accountId, p('accountId')), eq(idempotencyKeys.key, p('key'))))
+      .prepare('find_idempotency'),
+    findMessage: db
+      .select()
+      .from(messages)
+      .where(and(eq(messages.id, p('id')), eq(messages.accountId, p('accountId'))))
+      .prepare('find_message'),
+    countQueuedMessages: db
+      .select({ n: count() })
+      .from(messages)
+      .where(and(eq(messages.accountId, p('accountId')), eq(messages.status, 'queued')))
+      .prepare('count_queued_messages'),
+  };
   return {
     async insertAccount(input) {
       const [row] = await db.insert(accounts).values(input).onConflictDoNothing({ target: accounts.email }).returning();
       return row ? toAccount(row) : null;
     },
     async findAccountByEmail(email) {
-      const row = first(await db.select().from(accounts).where(eq(accounts.email, email)));
+      const row = first(await prepared.findAccountByEmail.execute({ email }));
       return row ? { ...toAccount(row), passwordHash: row.passwordHash } : null;
     },
-    lockAccount: async (id) => (await db.select({ id: accounts.id }).from(accounts).where(eq(accounts.id, id)).for('update')).length > 0,
+    lockAccount: async (id) => (await prepared.lockAccount.execute({ id })).length > 0,
 
     insertApiKey: async (input) => toApiKey((await db.insert(apiKeys).values(input).returning())[0]!),
-    findKeyOwner: async (hash) =>
-      first(
-        await db
-          .select({
-            keyId: apiKeys.id,
-            accountId: apiKeys.accountId,
-            role: accounts.role,
-            expiresAt: apiKeys.expiresAt,
-            revokedAt: apiKeys.revokedAt,
-            lastUsedAt: apiKeys.lastUsedAt,
-            keyHash: apiKeys.keyHash,
-          })
-          .from(apiKeys)
-          .innerJoin(accounts, eq(accounts.id, apiKeys.accountId))
-          .where(eq(apiKeys.keyHash, hash)),
-      ),
+    findKeyOwner: async (hash) => first(await prepared.findKeyOwner.execute({ hash })),
     listApiKeys: async (accountId, page) =>
       (
         await db
@@ -85,28 +229,19 @@ function createQueries(db: Executor): Queries {
       return true;
     },
     async touchApiKey(keyId, at) {
-      await db.update(apiKeys).set({ lastUsedAt: at }).where(eq(apiKeys.id, keyId));
+      await prepared.touchApiKey.execute({ id: keyId, at });
     },
-    countActiveApiKeys: async (accountId, now) =>
-      first(
-        await db
-          .select({ n: count() })
-          .from(apiKeys)
-          .where(
-            and(eq(apiKeys.accountId, accountId), isNull(apiKeys.revokedAt), or(isNull(apiKeys.expiresAt), gt(apiKeys.expiresAt, now))),
-          ),
-      )?.n ?? 0,
+    countActiveApiKeys: async (accountId, now) => first(await prepared.countActiveApiKeys.execute({ accountId, now }))?.n ?? 0,
 
     listCategories: async (page) =>
       (await db.select().from(categories).where(gt(categories.id, page.after)).orderBy(asc(categories.id)).limit(page.limit)).map(
         toCategory,
       ),
     async findCategory(id) {
-      const row = first(await db.select().from(categories).where(eq(categories.id, id)));
+      const row = first(await prepared.findCategory.execute({ id }));
       return row ? toCategory(row) : null;
     },
-    lockCategory: async (id) =>
-      (await db.select({ id: categories.id }).from(categories).where(eq(categories.id, id)).for('update')).length > 0,
+    lockCategory: async (id) => (await prepared.lockCategory.execute({ id })).length > 0,
     async insertCategory(input) {
       const [row] = await db.insert(categories).values(input).onConflictDoNothing({ target: categories.nameKey }).returning();
       return row ? toCategory(row) : 'taken';
@@ -123,8 +258,7 @@ function createQueries(db: Executor): Queries {
     async deleteCategory(id) {
       await db.delete(categories).where(eq(categories.id, id));
     },
-    petInCategory: async (categoryId) =>
-      first(await db.select({ id: pets.id }).from(pets).where(eq(pets.categoryId, categoryId)).limit(1))?.id ?? null,
+    petInCategory: async (categoryId) => first(await prepared.petInCategory.execute({ id: categoryId }))?.id ?? null,
 
     async listPets(filter, page) {
       const where: SQL[] = [gt(pets.id, page.after)];
@@ -141,7 +275,7 @@ function createQueries(db: Executor): Queries {
       ).map(toPet);
     },
     async findPet(id) {
-      const row = first(await db.select().from(pets).where(eq(pets.id, id)));
+      const row = first(await prepared.findPet.execute({ id }));
       return row ? toPet(row) : null;
     },
     async insertPet(input) {
@@ -154,7 +288,7 @@ function createQueries(db: Executor): Queries {
       return row ? toPet(row) : null;
     },
     async setPetStatus(id, status) {
-      await db.update(pets).set({ status }).where(eq(pets.id, id));
+      await prepared.setPetStatus.execute({ id, status });
     },
     async deletePet(id) {
       await db.delete(inventory).where(eq(inventory.petId, id));
@@ -172,20 +306,10 @@ function createQueries(db: Executor): Queries {
         .orderBy(asc(pets.id))
         .limit(page.limit);
     },
-    findInventory: async (petId) =>
-      first(await db.select(inventoryColumns).from(pets).innerJoin(inventory, eq(inventory.petId, pets.id)).where(eq(pets.id, petId))),
-    // The stock row and the pet row are both locked: status changes are decided under them.
-    lockStock: async (petId) =>
-      first(
-        await db
-          .select({ quantity: inventory.quantity, status: pets.status })
-          .from(pets)
-          .innerJoin(inventory, eq(inventory.petId, pets.id))
-          .where(eq(pets.id, petId))
-          .for('update'),
-      ),
+    findInventory: async (petId) => first(await prepared.findInventory.execute({ petId })),
+    lockStock: async (petId) => first(await prepared.lockStock.execute({ petId })),
     async setStock(petId, quantity) {
-      await db.update(inventory).set({ quantity }).where(eq(inventory.petId, petId));
+      await prepared.setStock.execute({ petId, quantity });
     },
 
     async listOrders(viewer, filter, page) {
@@ -202,35 +326,19 @@ function createQueries(db: Executor): Queries {
     },
     async findOrder(viewer, id) {
       const row = first(
-        await db
-          .select()
-          .from(orders)
-          .where(and(eq(orders.id, id), ...visibleTo(viewer))),
+        await (viewer.role === 'admin'
+          ? prepared.findOrderAsAdmin.execute({ id })
+          : prepared.findOrderAsCustomer.execute({ id, accountId: viewer.accountId })),
       );
       return row ? toOrder(row) : null;
     },
-    insertOrder: async (input) =>
-      toOrder(
-        (
-          await db
-            .insert(orders)
-            .values({ ...input, complete: false })
-            .returning()
-        )[0]!,
-      ),
-    completeOrder: async (id, shipDate) =>
-      toOrder((await db.update(orders).set({ complete: true, shipDate }).where(eq(orders.id, id)).returning())[0]!),
+    insertOrder: async (input, pet) =>
+      toOrder((await prepared.insertOrder.execute({ ...input, stockLeft: pet.stockLeft, status: pet.status }))[0]!),
+    completeOrder: async (id, shipDate) => toOrder((await prepared.completeOrder.execute({ id, shipDate }))[0]!),
     async deleteOrder(id) {
-      await db.delete(orders).where(eq(orders.id, id));
+      await prepared.deleteOrder.execute({ id });
     },
-    openOrderOfPet: async (petId) =>
-      first(
-        await db
-          .select({ id: orders.id })
-          .from(orders)
-          .where(and(eq(orders.petId, petId), eq(orders.complete, false)))
-          .limit(1),
-      )?.id ?? null,
+    openOrderOfPet: async (petId) => first(await prepared.openOrderOfPet.execute({ petId }))?.id ?? null,
 
     async lockIdempotencyKey(accountId, key) {
       // Two requests with one key on two instances: the second waits here, then replays.
@@ -238,12 +346,7 @@ function createQueries(db: Executor): Queries {
       await db.execute(sql`select pg_advisory_xact_lock(hashtextextended(${`${accountId}:${key}`}, 0))`);
     },
     async findIdempotency(accountId, key, notBefore) {
-      const row = first(
-        await db
-          .select({ requestHash: idempotencyKeys.requestHash, outcome: idempotencyKeys.outcome, createdAt: idempotencyKeys.createdAt })
-          .from(idempotencyKeys)
-          .where(and(eq(idempotencyKeys.accountId, accountId), eq(idempotencyKeys.key, key))),
-      );
+      const row = first(await prepared.findIdempotency.execute({ accountId, key }));
       if (!row || row.createdAt < notBefore) return null;
       return { requestHash: row.requestHash, outcome: row.outcome };
     },
@@ -267,21 +370,10 @@ function createQueries(db: Executor): Queries {
         )[0]!,
       ),
     async findMessage(accountId, id) {
-      const row = first(
-        await db
-          .select()
-          .from(messages)
-          .where(and(eq(messages.id, id), eq(messages.accountId, accountId))),
-      );
+      const row = first(await prepared.findMessage.execute({ id, accountId }));
       return row ? toMessage(row) : null;
     },
-    countQueuedMessages: async (accountId) =>
-      first(
-        await db
-          .select({ n: count() })
-          .from(messages)
-          .where(and(eq(messages.accountId, accountId), eq(messages.status, 'queued'))),
-      )?.n ?? 0,
+    countQueuedMessages: async (accountId) => first(await prepared.countQueuedMessages.execute({ accountId }))?.n ?? 0,
     async deliverDue(createdBefore, sentAt, limit) {
       // SKIP LOCKED: workers on other instances take other rows instead of waiting, and a
       // row is claimed by exactly one of them.
@@ -353,17 +445,26 @@ export function createPgStorage(db: PgDb, { onAvailability = () => {} }: PgStora
   const availability = createAvailability(pool.options.connectionString!, onAvailability);
   pool.on('error', availability.suspect);
   pool.on('connect', (client) => client.on('error', availability.suspect));
-  // One drizzle instance per pooled connection, made on its first transaction.
-  const sessions = new WeakMap<PoolClient, PgDb>();
+  // The queries of each pooled connection, made on its first transaction: its prepared
+  // statements run on it, inside the transaction it holds.
+  const sessions = new WeakMap<PoolClient, Queries>();
   const storage = createUnguardedStorage(db, async (work) => {
     // Checked out here rather than by drizzle's pool transaction, which keeps a connection
     // whose BEGIN failed out of the pool for good; a connection that failed is discarded.
     const client = await pool.connect();
     let failure: unknown;
     try {
-      let session = sessions.get(client);
-      if (!session) sessions.set(client, (session = drizzle({ client: client as unknown as Pool, schema })));
-      return await session.transaction((tx) => work(createQueries(tx)));
+      let queries = sessions.get(client);
+      if (!queries) sessions.set(client, (queries = createQueries(drizzle({ client: client as unknown as Pool, schema }))));
+      await client.query('begin');
+      try {
+        const result = await work(queries);
+        await client.query('commit');
+        return result;
+      } catch (error) {
+        await client.query('rollback');
+        throw error;
+      }
     } catch (error) {
       failure = error;
       throw error;
@@ -394,26 +495,25 @@ function createUnguardedStorage(db: PgDb, transaction: Storage['transaction']): 
     engine: 'postgres',
     pool: db.$client,
     transaction,
-    async hitRateLimit(key, windowMs, now) {
-      // One upsert: concurrent hits from any instance serialise on the row.
+    async takeRateLimitLease(key, windowMs, now, want, limit) {
+      // One upsert: concurrent leases from any instance serialise on the row, and the SET
+      // expressions all read the row as it was, so `granted` and `hits` agree.
+      const fresh = Math.min(want, limit);
+      const grant = sql`greatest(least(${want}::integer, ${limit}::integer - ${rateLimits.hits}), 0)`;
+      const ended = sql`${rateLimits.resetAt} <= ${now}::bigint`;
       const [row] = await db
         .insert(rateLimits)
-        .values({ key, hits: 1, resetAt: now + windowMs })
+        .values({ key, hits: fresh, resetAt: now + windowMs, granted: fresh })
         .onConflictDoUpdate({
           target: rateLimits.key,
           set: {
-            hits: sql`case when ${rateLimits.resetAt} <= ${now}::bigint then 1 else ${rateLimits.hits} + 1 end`,
-            resetAt: sql`case when ${rateLimits.resetAt} <= ${now}::bigint then ${now + windowMs}::bigint else ${rateLimits.resetAt} end`,
+            granted: sql`case when ${ended} then ${fresh}::integer else ${grant} end`,
+            hits: sql`case when ${ended} then ${fresh}::integer else ${rateLimits.hits} + ${grant} end`,
+            resetAt: sql`case when ${ended} then ${now + windowMs}::bigint else ${rateLimits.resetAt} end`,
           },
         })
-        .returning({ hits: rateLimits.hits, resetAt: rateLimits.resetAt });
+        .returning({ granted: rateLimits.granted, hits: rateLimits.hits, resetAt: rateLimits.resetAt });
       return row!;
-    },
-    async undoRateLimitHit(key) {
-      await db
-        .update(rateLimits)
-        .set({ hits: sql`greatest(${rateLimits.hits} - 1, 0)` })
-        .where(eq(rateLimits.key, key));
     },
     async resetRateLimit(key) {
       await db.delete(rateLimits).where(eq(rateLimits.key, key));

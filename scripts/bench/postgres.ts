@@ -1,16 +1,21 @@
-// The service on PostgreSQL beside SQLite, and one PostgreSQL instance beside two: GET
-// /pets/{id} and POST /store/orders, each server a real process as `npm start` runs it.
-// Self-contained; needs a PostgreSQL it may create databases on:
+// npm run bench, last part: the service's shapes beyond one process, by what each costs.
+// One process on a SQLite file, WEB_CONCURRENCY=2 on one file, one and two instances on
+// PostgreSQL (when BENCH_PG_URL names a server: scripts/bench.ts starts a throwaway one
+// with scripts/with-postgres.sh), each a real process as `npm start` runs it, loaded with
+// GET /pets/{id} and POST /store/orders by a customer's key. Standalone:
 //
 //   npm run build && bash scripts/with-postgres.sh bash -c 'BENCH_PG_URL=$PG_URL npx tsx scripts/bench/postgres.ts'
 //
-// Two instances are loaded at once, each with half the connections, and their req/s
-// summed. Rounds are interleaved and ratios are medians of per-round ratios, so drift in
-// machine load hits both sides alike. On a 2-core machine the instances, PostgreSQL and
-// the load generator share the cores: "two against one" measures contention there, not
-// scale-out; run it on a machine with cores to spare for that.
-import { execFile, spawn, type ChildProcess } from 'node:child_process';
-import { mkdtempSync, rmSync } from 'node:fs';
+// Besides req/s it reads the CPU time the service's processes (a cluster's primary and
+// workers) and the PostgreSQL server's processes (the postmaster and its children, when
+// the server runs on this machine) spent, from /proc/PID/stat, and divides it by the
+// requests served: on two shared cores, wall-clock rates say who won the cores, CPU per
+// request says what a request costs. Nothing is pinned here: WEB_CONCURRENCY is there to
+// use every core, so pinning the service to one would measure nothing. A warm-up, then
+// interleaved rounds; ratios are medians of per-round ratios, so drift in machine load
+// hits both sides alike. Targets are marked met or not; it exits 0 either way.
+import { execFile, spawn, spawnSync, type ChildProcess } from 'node:child_process';
+import { mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
 import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -22,8 +27,11 @@ const root = join(__dirname, '..', '..');
 const adminUrl = process.env.BENCH_PG_URL;
 const seconds = Number(process.env.BENCH_SECONDS ?? 5);
 const rounds = Number(process.env.BENCH_ROUNDS ?? 3);
-const connections = Number(process.env.BENCH_CONNECTIONS ?? 32);
+const connections = Number(process.env.BENCH_SHAPE_CONNECTIONS ?? 16);
+/** Some of the shapes, by key (sqlite, cluster, pg, pg2), while working; all when unset. */
+const only = (process.env.BENCH_SHAPES ?? 'sqlite,cluster,pg,pg2').split(',');
 const password = 'a long bench password';
+const clockTicks = Number(spawnSync('getconf', ['CLK_TCK']).stdout?.toString().trim() || 100);
 
 const freePort = () =>
   new Promise<number>((resolve, reject) => {
@@ -69,6 +77,64 @@ async function stop(child: ChildProcess): Promise<void> {
   await exited;
 }
 
+// ---- CPU time from /proc -----------------------------------------------------------
+
+/** utime, stime, cutime, cstime (clock ticks) and the parent of a process, or null once it is gone. */
+function stat(pid: number): { ppid: number; own: number; children: number } | null {
+  let text: string;
+  try {
+    text = readFileSync(`/proc/${pid}/stat`, 'utf8');
+  } catch {
+    return null;
+  }
+  // The command name may hold spaces and parentheses: the fields start after the last ')'.
+  const fields = text.slice(text.lastIndexOf(')') + 2).split(' ');
+  const n = (i: number) => Number(fields[i - 3]);
+  return { ppid: n(4), own: n(14) + n(15), children: n(16) + n(17) };
+}
+
+/**
+ * Seconds of CPU the process and all its descendants have used: its own time, the time of
+ * descendants still running, and that of descendants already gone (counted into their
+ * parent once reaped).
+ */
+function treeCpu(pid: number): number {
+  const parents = new Map<number, number[]>();
+  for (const entry of readdirSync('/proc')) {
+    if (!/^\d+$/.test(entry)) continue;
+    const s = stat(Number(entry));
+    if (s) parents.set(s.ppid, [...(parents.get(s.ppid) ?? []), Number(entry)]);
+  }
+  let ticks = 0;
+  const visit = (p: number) => {
+    const s = stat(p);
+    if (!s) return;
+    ticks += s.own + s.children;
+    for (const child of parents.get(p) ?? []) visit(child);
+  };
+  visit(pid);
+  return ticks / clockTicks;
+}
+
+/** The PostgreSQL server's postmaster, when it runs on this machine (the parent of our backend), else null. */
+async function postmasterPid(url: string): Promise<number | null> {
+  const client = new Client({ connectionString: url });
+  await client.connect();
+  try {
+    const { rows } = await client.query<{ pid: number }>('select pg_backend_pid() as pid');
+    const backend = stat(rows[0]!.pid);
+    if (!backend) return null;
+    const cmdline = readFileSync(`/proc/${backend.ppid}/cmdline`, 'utf8');
+    return /postgres/.test(cmdline) ? backend.ppid : null;
+  } catch {
+    return null;
+  } finally {
+    await client.end();
+  }
+}
+
+// ---- load ----------------------------------------------------------------------------
+
 /** An admin (account:create), a pet with the contract's maximum stock, a customer's key. */
 async function prepare(port: number, dbEnv: Record<string, string>) {
   const base = `http://127.0.0.1:${port}`;
@@ -77,10 +143,7 @@ async function prepare(port: number, dbEnv: Record<string, string>) {
   await promisify(execFile)(
     process.execPath,
     ['--import', 'tsx', 'scripts/account-create.ts', '--email', 'boss@example.com', `--password=${password}`, '--admin'],
-    {
-      cwd: root,
-      env: { ...process.env, ...dbEnv },
-    },
+    { cwd: root, env: { ...process.env, ...dbEnv } },
   );
   const key = async (email: string) =>
     ((await (await fetch(`${base}/api-keys`, { method: 'POST', headers: { Authorization: basic(email) } })).json()) as { key: string }).key;
@@ -118,20 +181,50 @@ function fire(port: number, load: Load, auth: string, conns: number, duration: n
         if (err) return reject(err instanceof Error ? err : new Error('autocannon failed', { cause: err }));
         const bad = result.non2xx + result.errors;
         if (bad > 0) return reject(new Error(`${load.name} on port ${port}: ${bad} non-2xx answers or errors`));
-        resolve(result.requests.total / duration);
+        resolve(result.requests.total);
       },
     );
   });
 }
 
-/** Req/s of `ports` loaded at once, connections split between them. */
-async function measure(ports: number[], load: Load, auth: string, duration: number): Promise<number> {
-  const each = Math.max(1, Math.floor(connections / ports.length));
-  const rates = await Promise.all(ports.map((port) => fire(port, load, auth, each, duration)));
-  return rates.reduce((a, b) => a + b, 0);
+interface Shape {
+  name: string;
+  /** The main process of each instance (a cluster's primary). */
+  pids: number[];
+  ports: number[];
+  who: { petId: number; auth: string };
+  /** The PostgreSQL server's postmaster, when the shape uses one on this machine. */
+  postmaster: number | null;
 }
 
-const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)] as number;
+interface Sample {
+  rps: number;
+  /** Service CPU seconds per request. */
+  cpu: number;
+  /** PostgreSQL CPU seconds per request (NaN when not measured). */
+  dbCpu: number;
+}
+
+/** Req/s and CPU per request of a shape's instances loaded at once, connections split between them. */
+async function measure(shape: Shape, load: Load, duration: number): Promise<Sample> {
+  const each = Math.max(1, Math.floor(connections / shape.ports.length));
+  const cpu = () => shape.pids.reduce((sum, pid) => sum + treeCpu(pid), 0);
+  const dbCpu = () => (shape.postmaster === null ? NaN : treeCpu(shape.postmaster));
+  const [cpu0, db0] = [cpu(), dbCpu()];
+  const served = (await Promise.all(shape.ports.map((port) => fire(port, load, shape.who.auth, each, duration)))).reduce(
+    (a, b) => a + b,
+    0,
+  );
+  const [cpu1, db1] = [cpu(), dbCpu()];
+  return { rps: served / duration, cpu: (cpu1 - cpu0) / served, dbCpu: (db1 - db0) / served };
+}
+
+const median = (xs: number[]) => {
+  const s = xs.filter((x) => Number.isFinite(x)).sort((a, b) => a - b);
+  if (s.length === 0) return NaN;
+  const mid = s.length >> 1;
+  return s.length % 2 ? (s[mid] as number) : ((s[mid - 1] as number) + (s[mid] as number)) / 2;
+};
 
 async function createPgDatabase(name: string): Promise<string> {
   const client = new Client({ connectionString: adminUrl });
@@ -145,57 +238,127 @@ async function createPgDatabase(name: string): Promise<string> {
 }
 
 async function main(): Promise<void> {
-  if (!adminUrl) throw new Error('BENCH_PG_URL must name a PostgreSQL server (see the usage at the top of this file)');
-  const dir = mkdtempSync(join(tmpdir(), 'petstore-bench-pg-'));
+  // scripts/bench.ts pins itself to one core for the previous part; the servers started
+  // here (and PostgreSQL) would inherit it.
+  if (process.platform === 'linux' && spawnSync('taskset', ['-V']).status === 0) {
+    spawnSync(
+      'taskset',
+      ['-a', '-p', '-c', `0-${Math.max(0, Number(spawnSync('nproc', ['--all']).stdout?.toString().trim() || 1) - 1)}`, String(process.pid)],
+      {
+        stdio: 'ignore',
+      },
+    );
+  }
+  const dir = mkdtempSync(join(tmpdir(), 'petstore-bench-shapes-'));
   const children: ChildProcess[] = [];
   try {
-    const sqliteEnv = { DATABASE_PATH: join(dir, 'petstore.db') };
-    const pgEnv = { DATABASE_URL: await createPgDatabase('petstore_bench') };
-    const sqlite = await start(sqliteEnv);
-    const pgA = await start(pgEnv);
-    const pgB = await start(pgEnv);
-    children.push(sqlite.child, pgA.child, pgB.child);
-    const lite = await prepare(sqlite.port, sqliteEnv);
-    const pg = await prepare(pgA.port, pgEnv);
+    const shapes: Shape[] = [];
+    const add = async (name: string, envs: Array<Record<string, string>>, dbEnv: Record<string, string>, postmaster: number | null) => {
+      const servers = [];
+      for (const env of envs) {
+        const server = await start(env);
+        children.push(server.child);
+        servers.push(server);
+      }
+      const who = await prepare(servers[0]!.port, dbEnv);
+      shapes.push({ name, pids: servers.map((s) => s.child.pid!), ports: servers.map((s) => s.port), who, postmaster });
+    };
+    const one = { DATABASE_PATH: join(dir, 'one.db') };
+    const two = { DATABASE_PATH: join(dir, 'two.db') };
+    if (only.includes('sqlite')) await add('SQLite, 1 process', [one], one, null);
+    if (only.includes('cluster')) await add('SQLite, WEB_CONCURRENCY=2', [{ ...two, WEB_CONCURRENCY: '2' }], two, null);
+    if (adminUrl && (only.includes('pg') || only.includes('pg2'))) {
+      const pgEnv = { DATABASE_URL: await createPgDatabase('petstore_bench') };
+      const postmaster = await postmasterPid(adminUrl);
+      await add('PostgreSQL, 1 instance', [pgEnv], pgEnv, postmaster);
+      const first = shapes.at(-1)!;
+      if (!only.includes('pg')) shapes.pop();
+      if (only.includes('pg2')) {
+        // The first instance's server and one more, on the same database.
+        const second = await start(pgEnv);
+        children.push(second.child);
+        shapes.push({
+          ...first,
+          name: 'PostgreSQL, 2 instances',
+          pids: [...first.pids, second.child.pid!],
+          ports: [...first.ports, second.port],
+        });
+      }
+    }
 
     const loads = (petId: number): Load[] => [
       { name: 'GET /pets/{id}', method: 'GET', path: `/pets/${petId}` },
       { name: 'POST /store/orders', method: 'POST', path: '/store/orders', body: JSON.stringify({ petId }) },
     ];
-    const targets = [
-      { name: 'SQLite, 1 instance', ports: [sqlite.port], who: lite },
-      { name: 'PostgreSQL, 1 instance', ports: [pgA.port], who: pg },
-      { name: 'PostgreSQL, 2 instances', ports: [pgA.port, pgB.port], who: pg },
-    ];
-    const samples = new Map<string, number[]>();
-    for (const target of targets) for (const load of loads(target.who.petId)) await measure(target.ports, load, target.who.auth, 1); // warm-up
+    const samples = new Map<string, Sample[]>();
+    for (const shape of shapes) for (const load of loads(shape.who.petId)) await measure(shape, load, 2); // warm-up
     for (let round = 0; round < rounds; round++) {
-      for (const target of targets) {
-        for (const load of loads(target.who.petId)) {
-          const key = `${target.name}|${load.name}`;
-          samples.set(key, [...(samples.get(key) ?? []), await measure(target.ports, load, target.who.auth, seconds)]);
+      for (let i = 0; i < shapes.length; i++) {
+        // Each round starts one shape further on, so no shape always follows the same one.
+        const shape = shapes[(i + round) % shapes.length]!;
+        for (const load of loads(shape.who.petId)) {
+          const key = `${shape.name}|${load.name}`;
+          samples.set(key, [...(samples.get(key) ?? []), await measure(shape, load, seconds)]);
         }
       }
     }
-
-    console.log(
-      `PostgreSQL beside SQLite: ${rounds} interleaved rounds of ${seconds} s, ${connections} connections in all (two instances: half each, req/s summed)\n`,
-    );
-    console.log('| load | SQLite, 1 instance | PostgreSQL, 1 instance | PostgreSQL, 2 instances | PostgreSQL / SQLite | 2 instances / 1 |');
-    console.log('|---|---|---|---|---|---|');
-    for (const load of ['GET /pets/{id}', 'POST /store/orders']) {
-      const rate = (target: string) => samples.get(`${target}|${load}`)!;
-      const ratio = (a: string, b: string) => median(rate(a).map((x, i) => x / (rate(b)[i] as number))).toFixed(2);
-      const rps = targets.map((target) => `${median(rate(target.name)).toFixed(0)} req/s`);
-      console.log(
-        `| ${load} | ${rps.join(' | ')} | ${ratio('PostgreSQL, 1 instance', 'SQLite, 1 instance')} | ${ratio('PostgreSQL, 2 instances', 'PostgreSQL, 1 instance')} |`,
-      );
-    }
-    console.log('');
+    report(shapes, samples, adminUrl ? null : 'no BENCH_PG_URL');
   } finally {
     await Promise.all(children.map(stop));
     rmSync(dir, { recursive: true, force: true });
   }
+}
+
+function report(shapes: Shape[], samples: Map<string, Sample[]>, pgSkipped: string | null): void {
+  const us = (s: number) => (Number.isFinite(s) ? `${(s * 1e6).toFixed(0)} µs` : '-');
+  console.log(
+    `Shapes: ${rounds} interleaved rounds of ${seconds} s, ${connections} keep-alive connections (two instances: half each, summed); ` +
+      `CPU per request from /proc/PID/stat of the service's processes and of PostgreSQL's${pgSkipped ? ` (PostgreSQL skipped: ${pgSkipped})` : ''}\n`,
+  );
+  console.log('| shape | load | req/s | service CPU per request | PostgreSQL CPU per request |');
+  console.log('|---|---|---|---|---|');
+  const loadNames = ['GET /pets/{id}', 'POST /store/orders'];
+  for (const shape of shapes) {
+    for (const load of loadNames) {
+      const xs = samples.get(`${shape.name}|${load}`) ?? [];
+      const m = (k: keyof Sample) => median(xs.map((x) => x[k]));
+      console.log(`| ${shape.name} | ${load} | ${m('rps').toFixed(0)} | ${us(m('cpu'))} | ${us(m('dbCpu'))} |`);
+    }
+  }
+  /** Median over rounds of a's `ka` / b's `kb`, both measured in the same round. */
+  const ratio = (a: string, ka: keyof Sample, b: string, kb: keyof Sample, load: string) => {
+    const x = samples.get(`${a}|${load}`) ?? [];
+    const y = samples.get(`${b}|${load}`) ?? [];
+    return median(x.map((s, i) => s[ka] / (y[i]?.[kb] ?? NaN)));
+  };
+  const lines: Array<[string, number, string]> = [];
+  const [GET, POST] = loadNames as [string, string];
+  const lite = 'SQLite, 1 process';
+  const cluster = 'SQLite, WEB_CONCURRENCY=2';
+  const pg = 'PostgreSQL, 1 instance';
+  lines.push([`${cluster} / 1 process, req/s, ${GET}`, ratio(cluster, 'rps', lite, 'rps', GET), '>= 1.5']);
+  lines.push([`${cluster} / 1 process, service CPU per request, ${GET}`, ratio(cluster, 'cpu', lite, 'cpu', GET), '<= 1.2']);
+  lines.push([`${cluster} / 1 process, req/s, ${POST}`, ratio(cluster, 'rps', lite, 'rps', POST), '']);
+  lines.push([`${cluster} / 1 process, service CPU per request, ${POST}`, ratio(cluster, 'cpu', lite, 'cpu', POST), '']);
+  if (!pgSkipped) {
+    lines.push([`PostgreSQL / SQLite, service CPU per request, ${GET}`, ratio(pg, 'cpu', lite, 'cpu', GET), '<= 2']);
+    lines.push([`PostgreSQL / SQLite, service CPU per request, ${POST}`, ratio(pg, 'cpu', lite, 'cpu', POST), '<= 3']);
+    lines.push([`PostgreSQL's own CPU / SQLite service CPU, per ${GET}`, ratio(pg, 'dbCpu', lite, 'cpu', GET), '<= 1.5']);
+    lines.push([`PostgreSQL's own CPU / SQLite service CPU, per ${POST}`, ratio(pg, 'dbCpu', lite, 'cpu', POST), '']);
+    lines.push([`PostgreSQL / SQLite, req/s, ${GET}`, ratio(pg, 'rps', lite, 'rps', GET), '']);
+    lines.push([`PostgreSQL / SQLite, req/s, ${POST}`, ratio(pg, 'rps', lite, 'rps', POST), '']);
+    for (const load of loadNames)
+      lines.push([`PostgreSQL 2 instances / 1, req/s, ${load}`, ratio('PostgreSQL, 2 instances', 'rps', pg, 'rps', load), '']);
+  }
+  console.log('\n| ratio (median of rounds) | value | target | |');
+  console.log('|---|---|---|---|');
+  for (const [label, value, target] of lines) {
+    const limit = Number(target.slice(3));
+    const met = target.startsWith('>=') ? value >= limit : value <= limit;
+    const verdict = !target ? '' : Number.isFinite(value) ? (met ? 'met' : 'NOT met') : 'not measured';
+    console.log(`| ${label} | ${Number.isFinite(value) ? value.toFixed(2) : '-'} | ${target} | ${verdict} |`);
+  }
+  console.log('');
 }
 
 main().catch((error: unknown) => {

@@ -22,7 +22,8 @@ afterAll(async () => {
 
 it('waits for a PostgreSQL that comes up within DATABASE_STARTUP_TIMEOUT_S, then serves', async () => {
   const starting = startServer({ DATABASE_URL: url, DATABASE_STARTUP_TIMEOUT_S: '30', SEED_DEMO_DATA: 'false' }, 60_000);
-  await new Promise((r) => setTimeout(r, 2_000));
+  // Long enough for two attempts even when the process itself is slow to start (a loaded machine).
+  await new Promise((r) => setTimeout(r, 6_000));
   await pg!.start();
   server = await starting;
   expect(server.log().match(/PostgreSQL does not answer \(ECONNREFUSED\); trying again in \d+ ms/g)?.length).toBeGreaterThanOrEqual(2);

@@ -1,0 +1,138 @@
+// OpenTelemetry traces, when the OTEL_* variables ask for them (config.tracing; docs/operations.md,
+// "Tracing"). The SDK (NodeSDK) reads those variables itself: exporter, protocol, endpoint,
+// headers, service name, sampler, batching. No instrumentation library: they patch http,
+// express and pg as they load; the spans are made here instead, where the service knows the
+// operation. Off, none of this is loaded or in the request path: createApp adds the
+// middleware and wraps the storage only when given a Tracing.
+import type { RequestHandler } from 'express';
+import { context, propagation, ROOT_CONTEXT, SpanKind, SpanStatusCode, trace, type Tracer } from '@opentelemetry/api';
+import { NodeSDK, resources } from '@opentelemetry/sdk-node';
+import type { SpanProcessor } from '@opentelemetry/sdk-trace-base';
+import type { Queries, Storage } from '../domain/storage';
+import { isProbe, type Logger } from './log';
+import './request-context';
+
+export interface Tracing {
+  /** First in the chain: the request's server span, current while the request is served. */
+  middleware: RequestHandler;
+  /** The storage with a child span per call made inside a traced request. */
+  storage(storage: Storage): Storage;
+  /** Exports the spans still buffered. */
+  shutdown(): Promise<void>;
+}
+
+const scope = 'petstore-service';
+
+/**
+ * Starts the SDK from the environment; each worker of a cluster exports its own spans.
+ * server/main.ts imports this module only when tracing is on. Tests may pass the span
+ * processors, which replace the exporter the environment names.
+ */
+export function startTracing(log: Logger, options: { spanProcessors?: SpanProcessor[] } = {}): Tracing {
+  const sdk = new NodeSDK({
+    // A name until OTEL_SERVICE_NAME or OTEL_RESOURCE_ATTRIBUTES gives one (detected
+    // attributes override these).
+    resource: resources.defaultResource().merge(resources.resourceFromAttributes({ 'service.name': scope })),
+    // Traces only: metrics are Prometheus's (/metrics), logs are the pino lines.
+    metricReaders: [],
+    logRecordProcessors: [],
+    instrumentations: [],
+    ...options,
+  });
+  sdk.start();
+  log.info('OpenTelemetry tracing is on');
+  const tracer = trace.getTracer(scope);
+  return { middleware: serverSpans(tracer), storage: (storage) => tracedStorage(storage, tracer), shutdown: () => sdk.shutdown() };
+}
+
+/**
+ * A SERVER span per request, child of the caller's W3C `traceparent` when it sent one,
+ * named by the operationId the validator matched once the response is done (the method
+ * alone when none matched). Probes are not traced, as they are not logged.
+ */
+export function serverSpans(tracer: Tracer): RequestHandler {
+  return (req, res, next) => {
+    if (isProbe(req.path)) return next();
+    const parent = propagation.extract(ROOT_CONTEXT, req.headers);
+    const method = req.method;
+    const span = tracer.startSpan(
+      method,
+      { kind: SpanKind.SERVER, attributes: { 'http.request.method': method, 'url.path': req.path } },
+      parent,
+    );
+    req.trace = span.spanContext();
+    res.once('close', () => {
+      const route = req.openapi?.openApiRoute;
+      const status = res.statusCode;
+      span.updateName(req.openapi?.schema.operationId ?? method);
+      if (route) span.setAttribute('http.route', route);
+      span.setAttribute('http.response.status_code', status);
+      if (status >= 500) {
+        span.setStatus({ code: SpanStatusCode.ERROR });
+        span.setAttribute('error.type', String(status));
+      }
+      // The client went before its answer was written.
+      if (!res.writableFinished) span.setAttribute('error.type', 'aborted');
+      span.end();
+    });
+    context.with(trace.setSpan(parent, span), next);
+  };
+}
+
+type Method = (...args: unknown[]) => unknown;
+
+/**
+ * Each storage call made while a span is current (a request's) becomes its child,
+ * `storage.<name>`; `storage.transaction` is the parent of the calls its work makes. Calls
+ * outside a request (message delivery, periodic purges) are not traced.
+ */
+export function tracedStorage(storage: Storage, tracer: Tracer): Storage {
+  const system = storage.engine === 'postgres' ? 'postgresql' : 'sqlite';
+  const run = (name: string, kind: SpanKind, call: () => unknown): unknown => {
+    const parent = context.active();
+    if (!trace.getSpan(parent)) return call();
+    const span = tracer.startSpan(`storage.${name}`, { kind, attributes: { 'db.system.name': system, 'db.operation.name': name } }, parent);
+    const failed = (error: unknown) => {
+      span.recordException(error instanceof Error ? error : String(error));
+      span.setStatus({ code: SpanStatusCode.ERROR });
+      span.end();
+    };
+    let result: unknown;
+    try {
+      result = context.with(trace.setSpan(parent, span), call);
+    } catch (error) {
+      failed(error);
+      throw error;
+    }
+    if (!(result instanceof Promise)) {
+      span.end();
+      return result;
+    }
+    return result.then(
+      (value: unknown) => {
+        span.end();
+        return value;
+      },
+      (error: unknown) => {
+        failed(error);
+        throw error;
+      },
+    );
+  };
+  const wrap = <T extends object>(target: T): T => {
+    const traced: Record<string, unknown> = {};
+    for (const [name, value] of Object.entries(target)) {
+      if (typeof value !== 'function') {
+        traced[name] = value;
+        continue;
+      }
+      const op = (value as Method).bind(target);
+      traced[name] =
+        name === 'transaction'
+          ? (work: (tx: Queries) => Promise<unknown>) => run(name, SpanKind.INTERNAL, () => op((tx: Queries) => work(wrap(tx))))
+          : (...args: unknown[]) => run(name, SpanKind.CLIENT, () => op(...args));
+    }
+    return traced as T;
+  };
+  return wrap(storage);
+}
