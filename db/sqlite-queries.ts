@@ -403,7 +403,7 @@ export function createQueries(db: Db): Queries {
       .update(messages)
       .set({ status: 'sent', sentAt: bound('sentAt') })
       .where(and(eq(messages.status, 'queued'), inArray(messages.id, due)))
-      .returning({ id: messages.id })
+      .returning({ id: messages.id, createdAt: messages.createdAt })
       .prepare();
   });
 
@@ -546,10 +546,7 @@ export function createQueries(db: Db): Queries {
       return row ? toMessage(row) : null;
     },
     countQueuedMessages: (accountId) => queuedMessages().get({ accountId })?.n ?? 0,
-    deliverDue: (createdBefore, sentAt, limit) =>
-      deliverDue()
-        .all({ createdBefore, sentAt, limit })
-        .map((r) => r.id),
+    deliverDue: (createdBefore, sentAt, limit) => deliverDue().all({ createdBefore, sentAt, limit }),
   };
 }
 

@@ -147,7 +147,14 @@ export interface Queries {
    * only, whichever process or instance asks (FOR UPDATE SKIP LOCKED on PostgreSQL, one
    * statement under the write lock on SQLite).
    */
-  deliverDue(createdBefore: string, sentAt: string, limit: number): Awaitable<string[]>;
+  deliverDue(createdBefore: string, sentAt: string, limit: number): Awaitable<Array<{ id: string; createdAt: string }>>;
+}
+
+/** A connection pool's use now, as node-postgres's Pool counts it. */
+export interface PoolUse {
+  readonly totalCount: number;
+  readonly idleCount: number;
+  readonly waitingCount: number;
 }
 
 export interface RateLimitLease {
@@ -158,6 +165,8 @@ export interface RateLimitLease {
 
 export interface Storage extends Queries {
   readonly engine: 'sqlite' | 'postgres';
+  /** PostgreSQL's connection pool, read by the metrics at each scrape; SQLite has none. */
+  readonly pool?: PoolUse;
   /** Runs `work` in one write transaction; a throw rolls it back. */
   transaction<T>(work: (tx: Queries) => Promise<T>): Promise<T>;
   /**

@@ -35,7 +35,14 @@ export interface NewOrder {
   quantity: number;
 }
 
-export function createStore(storage: Storage, bounds: Bounds = defaultBounds) {
+/** What the store tells an observer (server/metrics.ts), once the transaction committed. */
+export interface StoreEvents {
+  /** An order was placed (not a replay of one). */
+  orderPlaced?(): void;
+  messageQueued?(): void;
+}
+
+export function createStore(storage: Storage, bounds: Bounds = defaultBounds, events: StoreEvents = {}) {
   return {
     accounts: {
       /** Null when the email is taken (ignoring case: stored lower-cased under a unique index). */
@@ -166,8 +173,8 @@ export function createStore(storage: Storage, bounds: Bounds = defaultBounds) {
        * makes it `pending`. With an Idempotency-Key the first outcome is replayed
        * (domain/idempotency.ts).
        */
-      place(input: NewOrder, idempotencyKey?: string): Promise<{ outcome: Outcome<Order>; replayed: boolean }> {
-        return storage.transaction(async (tx) => {
+      async place(input: NewOrder, idempotencyKey?: string): Promise<{ outcome: Outcome<Order>; replayed: boolean }> {
+        const placed = await storage.transaction(async (tx): Promise<{ outcome: Outcome<Order>; replayed: boolean }> => {
           const now = new Date();
           const work = async (): Promise<Order> => {
             const { petId, quantity } = input;
@@ -188,6 +195,8 @@ export function createStore(storage: Storage, bounds: Bounds = defaultBounds) {
           const request = { petId: input.petId, quantity: input.quantity };
           return idempotent(tx, { accountId: input.accountId, key: idempotencyKey, request, now }, work);
         });
+        if (placed.outcome.ok && !placed.replayed) events.orderPlaced?.();
+        return placed;
       },
 
       /**
@@ -239,8 +248,8 @@ export function createStore(storage: Storage, bounds: Bounds = defaultBounds) {
        * `message_queue_full` when the account already has its bound of undelivered
        * messages (counted under the account's lock, like the keys).
        */
-      enqueue: (accountId: number, message: string) =>
-        storage.transaction(async (tx) => {
+      async enqueue(accountId: number, message: string) {
+        const stored = await storage.transaction(async (tx) => {
           await tx.lockAccount(accountId);
           const queued = await tx.countQueuedMessages(accountId);
           if (queued >= bounds.queuedMessagesPerAccount) {
@@ -251,7 +260,10 @@ export function createStore(storage: Storage, bounds: Bounds = defaultBounds) {
             );
           }
           return tx.insertMessage({ id: newMessageId(), accountId, message, createdAt: new Date().toISOString() });
-        }),
+        });
+        events.messageQueued?.();
+        return stored;
+      },
       findForAccount: (accountId: number, id: string) => storage.findMessage(accountId, id),
     },
 

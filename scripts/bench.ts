@@ -1,5 +1,6 @@
 // npm run bench: pagination cost (in process), then throughput and latency of the
-// service beside reference servers (separate processes), then tracing off beside on,
+// service beside reference servers (separate processes), then metrics off beside on,
+// then tracing off beside on,
 // then the shapes beyond one process by CPU per request: WEB_CONCURRENCY=2 beside one
 // process, PostgreSQL (a throwaway server unless BENCH_PG_URL names one) beside SQLite,
 // one instance beside two. See docs/performance.md; scripts/bench/ holds the parts.
@@ -7,6 +8,7 @@ import { spawnSync } from 'node:child_process';
 import { existsSync, readdirSync } from 'node:fs';
 import { join } from 'node:path';
 import { benchOverload } from './bench/overload';
+import { benchMetricsCost } from './bench/metrics-cost';
 import { benchPagination } from './bench/pagination';
 import { benchThroughput } from './bench/throughput';
 import { benchTracingCost } from './bench/tracing-cost';
@@ -42,6 +44,7 @@ function benchShapes(): void {
 async function main(): Promise<void> {
   if (process.env.BENCH_SKIP_PAGINATION !== '1') await benchPagination();
   await benchThroughput();
+  if (process.env.BENCH_SKIP_METRICS !== '1') await benchMetricsCost();
   if (process.env.BENCH_SKIP_TRACING !== '1') await benchTracingCost();
   if (process.env.BENCH_SKIP_OVERLOAD !== '1') await benchOverload();
   console.log('');

@@ -1,5 +1,5 @@
 // createApp builds the Express app and never listens: tests drive it in process,
-// server/main.ts serves it (server/http-server.ts). A request flows: (its span, when tracing) -> request id ->
+// server/main.ts serves it (server/http-server.ts). A request flows: (its metrics and span, when on) -> request id ->
 // (a stopping service says so; an overloaded one sheds; the probes answer here) ->
 // deprecation -> per-address rate limit -> access log -> sunset -> failed-login limit -> body -> express-openapi-validator
 // (route, security, schema) -> per-account rate limit -> handler, all in one Express
@@ -20,6 +20,7 @@ import { createDeprecation } from './deprecation';
 import { ApiError, errorMapper } from './errors';
 import { createLifecycle, type Lifecycle } from './http-server';
 import { accessLog, createLogger, type Logger } from './log';
+import type { Metrics } from './metrics';
 import { canonicalIntegers } from './params';
 import { createPathTable } from './path-table';
 import { operationsHandler, type AppContext, type HandlerTable } from './operations';
@@ -53,6 +54,8 @@ export interface AppOptions {
   deprecatedCalls?: DeprecatedCallLog;
   /** The event-loop monitor (server/overload.ts): while it says overloaded, requests are shed. */
   overload?: OverloadMonitor | null;
+  /** Prometheus metrics (server/metrics.ts); none unless given. */
+  metrics?: Metrics;
   /** OpenTelemetry spans for each request and its storage calls (server/tracing.ts); none unless given. */
   tracing?: Tracing;
 }
@@ -69,14 +72,17 @@ export function createApp({
   now = Date.now,
   deprecatedCalls,
   overload,
+  metrics,
   tracing,
 }: AppOptions): Express {
   const spec = givenSpec ?? loadSpec();
   const logger = log ?? createLogger(config.logLevel);
-  const untraced = given ?? (db ? createSqliteStorage(db) : undefined);
-  if (!untraced) throw new Error('createApp needs a storage (or a SQLite db)');
-  const storage = tracing ? tracing.storage(untraced) : untraced;
-  const repos = createStore(storage, config.bounds);
+  const opened = given ?? (db ? createSqliteStorage(db) : undefined);
+  if (!opened) throw new Error('createApp needs a storage (or a SQLite db)');
+  // Timed outermost, so that a transaction's time includes its spans' (when tracing).
+  const traced = tracing ? tracing.storage(opened) : opened;
+  const storage = metrics ? metrics.storage(traced) : traced;
+  const repos = createStore(storage, config.bounds, metrics?.events);
   const ctx: AppContext = { repos, config, log: logger };
   const operations = operationsOf(spec);
   const deprecation = createDeprecation(operations, { now, calls: deprecatedCalls ?? createDeprecatedCallLog(storage, logger) });
@@ -88,7 +94,7 @@ export function createApp({
   const stores = rateLimitStores ?? (shared ? (name: string) => createRateLimitStore(storage, name) : memoryStores);
   const signUp = operations.createAccount;
   const isSignUp = (req: express.Request) => signUp !== undefined && req.method === signUp.method.toUpperCase() && req.path === signUp.path;
-  const limits = createRateLimiters(config, logger, stores, isSignUp);
+  const limits = createRateLimiters(config, logger, stores, isSignUp, metrics?.rateLimited);
 
   const app = express();
   app.disable('x-powered-by');
@@ -156,6 +162,7 @@ export function createApp({
   app.use(
     inOneLayer(
       [
+        ...(metrics ? [metrics.requests(operations)] : []),
         ...(tracing ? [tracing.middleware] : []),
         first,
         // Before anything may refuse the request, so that refusals carry them; a preflight is answered here.
@@ -183,7 +190,7 @@ export function createApp({
     ),
   );
   app.use((req, _res, next) => next(new ApiError('not_found', `Nothing is at ${req.method} ${req.path}`, 404)));
-  app.use(errorMapper(logger));
+  app.use(errorMapper(logger, metrics?.answered));
   return app;
 }
 

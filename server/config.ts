@@ -125,6 +125,9 @@ const variables = z.object({
   OVERLOAD_EVENT_LOOP_DELAY_MS: int(0, 60_000).default(0),
   TRUST_PROXY: trustProxy.default(false),
   LOG_LEVEL: z.enum(['trace', 'debug', 'info', 'warn', 'error', 'fatal', 'silent']).default('info'),
+  // Prometheus metrics on a listener of their own (docs/operations.md, "Metrics"); 0 is off.
+  METRICS_PORT: int(0, 65535).default(0),
+  METRICS_HOST: z.string().min(1).default('127.0.0.1'),
   // Whether to trace (docs/operations.md, "Tracing"); the OpenTelemetry SDK reads the rest
   // of the OTEL_* variables itself (exporter protocol, headers, service name, sampler).
   OTEL_SDK_DISABLED: boolean.optional(),
@@ -140,6 +143,11 @@ const schema = variables
   .refine((e) => e.HEADERS_TIMEOUT_MS <= e.REQUEST_TIMEOUT_MS, {
     path: ['HEADERS_TIMEOUT_MS'],
     message: 'must not be longer than REQUEST_TIMEOUT_MS',
+  })
+  // A balancer in front of the API must not publish the metrics.
+  .refine((e) => e.METRICS_PORT === 0 || e.METRICS_PORT !== e.PORT, {
+    path: ['METRICS_PORT'],
+    message: 'must not be the API port (PORT): the metrics have a listener of their own',
   })
   .transform((e) => ({
     port: e.PORT,
@@ -180,6 +188,8 @@ const schema = variables
     overloadEventLoopDelayMs: e.OVERLOAD_EVENT_LOOP_DELAY_MS,
     trustProxy: e.TRUST_PROXY,
     logLevel: e.LOG_LEVEL,
+    /** Where GET /metrics is served (server/metrics.ts); off when the port is 0. */
+    metrics: e.METRICS_PORT === 0 ? undefined : { port: e.METRICS_PORT, host: e.METRICS_HOST },
     bodyLimitBytes,
     /**
      * OpenTelemetry traces (server/tracing.ts): on when an exporter is named, or, unnamed

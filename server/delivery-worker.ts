@@ -38,6 +38,7 @@ export function startDeliveryWorker({
   now = Date.now,
   setTimer = realTimer,
   autostart = true,
+  onDelivered,
 }: {
   storage: Pick<Storage, 'deliverDue' | 'purgeIdempotency' | 'purgeRateLimits'>;
   config: Pick<Config, 'messageDeliveryDelayMs'>;
@@ -49,6 +50,8 @@ export function startDeliveryWorker({
   setTimer?: SetTimer;
   /** False: no timer, only runOnce (tests). */
   autostart?: boolean;
+  /** Each delivered message's lag, queued to sent, in seconds (server/metrics.ts). */
+  onDelivered?: (lagSeconds: number) => void;
 }): DeliveryWorker {
   let stopped = false;
   let cancelTimer: (() => void) | undefined;
@@ -59,12 +62,14 @@ export function startDeliveryWorker({
     const at = now();
     const due = new Date(at - config.messageDeliveryDelayMs).toISOString();
     const all: string[] = [];
-    let delivered: string[];
+    let delivered: Array<{ id: string; createdAt: string }>;
     // Drains a backlog in batches without holding a lock for all of it at once.
     do {
       delivered = await storage.deliverDue(due, new Date(at).toISOString(), batchSize);
-      if (delivered.length > 0) log.debug({ ids: delivered }, 'messages delivered');
-      all.push(...delivered);
+      const ids = delivered.map((m) => m.id);
+      if (ids.length > 0) log.debug({ ids }, 'messages delivered');
+      if (onDelivered) for (const m of delivered) onDelivered(Math.max(0, at - Date.parse(m.createdAt)) / 1000);
+      all.push(...ids);
     } while (delivered.length === batchSize && !stopped);
     if (at - lastPurge >= purgeEveryMs) {
       lastPurge = at;

@@ -26,25 +26,29 @@ const domainStatus: Record<DomainCode, number> = {
 
 /** A store rule's refusal as the contract's error, with any headers the answer carries. */
 export const apiErrorOf = (error: { code: DomainCode; message: string }, headers: Record<string, string> = {}) =>
-  new ApiError(error.code, error.message, domainStatus[error.code], headers);
+  new ApiError(error.code, error.message, domainStatus[error.code], headers, { byStore: true });
 
 export class ApiError extends Error {
+  /** Made from a refusal of the store (apiErrorOf, unavailable). */
+  readonly byStore: boolean;
+
   constructor(
     readonly code: ErrorCode,
     message: string,
     readonly status: number,
     readonly headers: Record<string, string> = {},
     /** What went wrong underneath (logged, never sent). */
-    options?: { cause?: unknown },
+    options?: { cause?: unknown; byStore?: boolean },
   ) {
     super(message, options);
     this.name = 'ApiError';
+    this.byStore = options?.byStore ?? false;
   }
 }
 
 /** The store cannot do this now: 503 with the Retry-After it asks for. */
 export const unavailable = (err: StorageUnavailable) =>
-  new ApiError(err.code, err.message, 503, { 'Retry-After': String(err.retryAfterSeconds) }, { cause: err.cause ?? err });
+  new ApiError(err.code, err.message, 503, { 'Retry-After': String(err.retryAfterSeconds) }, { cause: err.cause ?? err, byStore: true });
 
 export const notFound = (what: string, id: number | string) => new ApiError('not_found', `${what} ${id} was not found`, 404);
 export const validationFailed = (message: string) => new ApiError('validation_failed', message, 400);
@@ -137,9 +141,11 @@ function sendError(res: Response, error: ApiError): void {
     .send(JSON.stringify({ code: error.code, message: error.message, status: error.status }));
 }
 
-export function errorMapper(log: Logger): ErrorRequestHandler {
+/** `onError` hears every error answered (server/metrics.ts counts the store's refusals). */
+export function errorMapper(log: Logger, onError?: (error: ApiError) => void): ErrorRequestHandler {
   return (err, req, res, _next) => {
     const error = toApiError(err, req);
+    onError?.(error);
     // A refusal of the store (StorageUnavailable) or for overload is logged once per
     // outage where it begins, not once per request.
     if (error.status >= 500 && !(err instanceof StorageUnavailable) && error.code !== 'overloaded') {

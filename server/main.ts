@@ -14,6 +14,10 @@ import { createLogger, type Logger } from './log';
 import { createOverloadMonitor } from './overload';
 import { prepareStorageWhenReachable, StartupError } from './startup';
 
+// prom-client is loaded only when the metrics are on (METRICS_PORT).
+// eslint-disable-next-line @typescript-eslint/no-require-imports -- loaded on demand, as said above
+const metricsModule = (): typeof import('./metrics') => require('./metrics') as typeof import('./metrics');
+
 // OpenTelemetry is loaded only when tracing is on: its SDK took about a second to load.
 // eslint-disable-next-line @typescript-eslint/no-require-imports -- loaded on demand, as said above
 const tracingModule = (): typeof import('./tracing') => require('./tracing') as typeof import('./tracing');
@@ -22,7 +26,11 @@ async function main(): Promise<void> {
   const config = loadConfig();
   const log = createLogger(config.logLevel);
   // WEB_CONCURRENCY > 1: this process migrates, forks the workers and serves nothing itself.
-  if (config.webConcurrency > 1 && cluster.isPrimary) return startPrimary(config, log);
+  if (config.webConcurrency > 1 && cluster.isPrimary) {
+    // The primary serves the metrics of all its workers together.
+    if (config.metrics) await metricsModule().serveMetrics(config.metrics, metricsModule().clusterExposition(), log);
+    return startPrimary(config, log);
+  }
   // A cluster worker finds the database migrated by its primary.
   // SQLite's WAL checkpoints in a thread of their own (db/checkpointer.ts).
   const service: ServiceOptions = {
@@ -45,16 +53,21 @@ async function main(): Promise<void> {
   };
   const storage = cluster.isWorker ? openStorage(config, service) : await prepareMigratedStorage(config, log, service);
   const lifecycle = createLifecycle();
+  const metrics = config.metrics ? metricsModule().createMetrics() : undefined;
+  // A worker's metrics are served by its primary, added up with the other workers'.
+  if (metrics && cluster.isWorker) metricsModule().reportToPrimary(metrics.registry);
+  else if (metrics && config.metrics)
+    await metricsModule().serveMetrics(config.metrics, metricsModule().expositionOf(metrics.registry), log);
   const tracing = config.tracing ? tracingModule().startTracing(log) : undefined;
   const deprecatedCalls = createDeprecatedCallLog(storage, log);
   const overload = createOverloadMonitor(config.overloadEventLoopDelayMs, log);
-  const app = createApp({ storage, config, log, lifecycle, tracing, deprecatedCalls, overload });
+  const app = createApp({ storage, config, log, lifecycle, tracing, metrics, deprecatedCalls, overload });
   const http = createHttpServer(app, config, lifecycle, log);
   const { server } = http;
 
   let worker: DeliveryWorker | undefined;
   server.listen(config.port, config.host, () => {
-    worker = startDeliveryWorker({ storage, config, log });
+    worker = startDeliveryWorker({ storage, config, log, onDelivered: metrics?.delivered });
     overload?.start();
     const address = server.address();
     const port = typeof address === 'object' && address ? address.port : config.port;

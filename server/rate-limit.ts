@@ -107,7 +107,7 @@ interface LimiterOptions {
  * "Performance"). It writes the same draft-8 headers the library wrote, and one store
  * call per request.
  */
-function limiter(name: RateLimiterName, store: Store, log: Logger, options: LimiterOptions): RequestHandler {
+function limiter(name: RateLimiterName, store: Store, log: Logger, options: LimiterOptions, onRefusal?: OnRefusal): RequestHandler {
   const { windowMs, limit, keyGenerator, skip, headers, counts } = options;
   void store.init?.({ windowMs, limit } as Options);
   const windowSeconds = Math.ceil(windowMs / 1000);
@@ -138,6 +138,7 @@ function limiter(name: RateLimiterName, store: Store, log: Logger, options: Limi
     const seconds = Math.max(1, Math.ceil((resetAt - now) / 1000));
     // Logged once per client and window, not once per refused request.
     if (hit.totalHits === limit + 1) log.warn({ limiter: name, address: req.ip }, 'rate limit reached');
+    onRefusal?.(name);
     next(new ApiError('rate_limited', `${what}; retry in ${seconds} seconds`, 429, { 'Retry-After': String(seconds) }));
   };
 
@@ -174,6 +175,9 @@ function partitionKey(key: string): string {
   return pk;
 }
 
+/** Hears each request a limiter refuses (server/metrics.ts counts them by limiter). */
+export type OnRefusal = (limiter: RateLimiterName) => void;
+
 export interface RateLimiters {
   /** Every request, before authentication. */
   perAddress: RequestHandler;
@@ -199,6 +203,7 @@ export function createRateLimiters(
   stores: RateLimitStoreFactory = memoryStores,
   /** Whether a request is a sign-up (the spec's createAccount operation). */
   isSignUp: (req: Request) => boolean = () => false,
+  onRefusal?: OnRefusal,
 ): RateLimiters {
   const login = {
     windowMs: config.loginLockoutMs,
@@ -206,48 +211,78 @@ export function createRateLimiters(
     // Only a refused password counts: a 400 about the body is no guess.
     counts: (res: Response) => res.statusCode === 401,
   };
-  const perLoginAccount = limiter('login-account', stores('login-account'), log, {
-    ...login,
-    limit: config.loginFailuresPerAccount,
-    keyGenerator: (req) => {
-      const credentials = credentialsOf(req);
-      return `email:${credentials.scheme === 'basic' ? credentials.email.toLowerCase() : ''}`;
+  const perLoginAccount = limiter(
+    'login-account',
+    stores('login-account'),
+    log,
+    {
+      ...login,
+      limit: config.loginFailuresPerAccount,
+      keyGenerator: (req) => {
+        const credentials = credentialsOf(req);
+        return `email:${credentials.scheme === 'basic' ? credentials.email.toLowerCase() : ''}`;
+      },
     },
-  });
-  const perLoginAddress = limiter('login-address', stores('login-address'), log, {
-    ...login,
-    limit: config.loginFailuresPerAddress,
-    keyGenerator: (req) => `ip:${addressOf(req)}`,
-  });
-  return {
-    perAddress: limiter('address', stores('address'), log, {
-      windowMs: 60_000,
-      limit: config.rateLimitPerAddressPerMinute,
-      headers: true,
-      skip: isProbe,
+    onRefusal,
+  );
+  const perLoginAddress = limiter(
+    'login-address',
+    stores('login-address'),
+    log,
+    {
+      ...login,
+      limit: config.loginFailuresPerAddress,
       keyGenerator: (req) => `ip:${addressOf(req)}`,
-    }),
+    },
+    onRefusal,
+  );
+  return {
+    perAddress: limiter(
+      'address',
+      stores('address'),
+      log,
+      {
+        windowMs: 60_000,
+        limit: config.rateLimitPerAddressPerMinute,
+        headers: true,
+        skip: isProbe,
+        keyGenerator: (req) => `ip:${addressOf(req)}`,
+      },
+      onRefusal,
+    ),
     // Only HTTP Basic requests are login attempts; the hot GETs never send one.
     logins: (req, res, next) => {
       if (credentialsOf(req).scheme !== 'basic') return next();
       // decide() returns what `next` returns, so this promise settles after the second one.
       return perLoginAccount(req, res, (err?: unknown) => (err === undefined ? perLoginAddress(req, res, next) : next(err)));
     },
-    perAccount: limiter('account', stores('account'), log, {
-      windowMs: 60_000,
-      limit: config.rateLimitPerMinute,
-      headers: true,
-      skip: (req) => !req.principal,
-      keyGenerator: (req) => `account:${req.principal?.accountId}`,
-    }),
-    signups: limiter('signup', stores('signup'), log, {
-      windowMs: 3_600_000,
-      limit: config.signupsPerAddressPerHour,
-      headers: true,
-      skip: (req) => !isSignUp(req),
-      keyGenerator: (req) => `ip:${addressOf(req)}`,
-      // A sign-up refused (a taken email, a bad body) made nothing.
-      counts: (res) => res.statusCode === 201,
-    }),
+    perAccount: limiter(
+      'account',
+      stores('account'),
+      log,
+      {
+        windowMs: 60_000,
+        limit: config.rateLimitPerMinute,
+        headers: true,
+        skip: (req) => !req.principal,
+        keyGenerator: (req) => `account:${req.principal?.accountId}`,
+      },
+      onRefusal,
+    ),
+    signups: limiter(
+      'signup',
+      stores('signup'),
+      log,
+      {
+        windowMs: 3_600_000,
+        limit: config.signupsPerAddressPerHour,
+        headers: true,
+        skip: (req) => !isSignUp(req),
+        keyGenerator: (req) => `ip:${addressOf(req)}`,
+        // A sign-up refused (a taken email, a bad body) made nothing.
+        counts: (res) => res.statusCode === 201,
+      },
+      onRefusal,
+    ),
   };
 }

@@ -32,6 +32,13 @@ describe('configuration', () => {
     expect(() => loadConfig({ HEADERS_TIMEOUT_MS: '5000', REQUEST_TIMEOUT_MS: '1000' })).toThrow(/HEADERS_TIMEOUT_MS/);
   });
 
+  it('serves metrics only on a port of their own, off unless METRICS_PORT names one', () => {
+    expect(loadConfig({}).metrics).toBeUndefined();
+    expect(loadConfig({ METRICS_PORT: '0' }).metrics).toBeUndefined();
+    expect(loadConfig({ METRICS_PORT: '9464' }).metrics).toEqual({ port: 9464, host: '127.0.0.1' });
+    expect(() => loadConfig({ PORT: '8080', METRICS_PORT: '8080' })).toThrow(/METRICS_PORT: must not be the API port/);
+  });
+
   it('traces only when the OTEL_* variables name an exporter or an OTLP endpoint', () => {
     const endpoint = 'http://collector:4318';
     expect(loadConfig({}).tracing).toBe(false);

@@ -384,12 +384,11 @@ function createQueries(db: Executor): Queries {
         .orderBy(asc(messages.createdAt))
         .limit(limit)
         .for('update', { skipLocked: true });
-      const rows = await db
+      return db
         .update(messages)
         .set({ status: 'sent', sentAt })
         .where(and(eq(messages.status, 'queued'), inArray(messages.id, due)))
-        .returning({ id: messages.id });
-      return rows.map((r) => r.id);
+        .returning({ id: messages.id, createdAt: messages.createdAt });
     },
   };
 }
@@ -494,6 +493,7 @@ function createUnguardedStorage(db: PgDb, transaction: Storage['transaction']): 
   return {
     ...queries,
     engine: 'postgres',
+    pool: db.$client,
     transaction,
     async takeRateLimitLease(key, windowMs, now, want, limit) {
       // One upsert: concurrent leases from any instance serialise on the row, and the SET

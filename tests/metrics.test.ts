@@ -1,0 +1,163 @@
+// GET /metrics (server/metrics.ts) on the built service as `npm start` runs it, with
+// METRICS_PORT: the names and labels an operator's queries rely on, and with
+// WEB_CONCURRENCY=2 the counts of both workers added up by the primary. A real
+// Prometheus scrapes it in tests/prometheus/ (npm run test:prometheus).
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { freePort, parseExposition, value, type Sample } from './exposition';
+import { randomBytes } from 'node:crypto';
+import { createPgDatabase, password, testDatabaseUrl } from './helpers';
+import { eventually, startServer, type ServerProcess } from '../scripts/server-process';
+
+async function scrape(port: number): Promise<Sample[]> {
+  const res = await fetch(`http://127.0.0.1:${port}/metrics`);
+  expect(res.status).toBe(200);
+  expect(res.headers.get('content-type')).toMatch(/^text\/plain; version=0\.0\.4/);
+  return parseExposition(await res.text());
+}
+
+const json = (body: object) => ({ method: 'POST', headers: { 'Content-Type': 'application/json' }, body: JSON.stringify(body) });
+
+describe('GET /metrics', () => {
+  let dir: string;
+  let server: ServerProcess;
+  let metricsPort: number;
+
+  beforeAll(async () => {
+    dir = mkdtempSync(join(tmpdir(), 'petstore-metrics-'));
+    metricsPort = await freePort();
+    // On PostgreSQL when the suite runs there (TEST_DATABASE_URL): its pool is measured too.
+    const database: Record<string, string> = testDatabaseUrl
+      ? { DATABASE_URL: await createPgDatabase(testDatabaseUrl, `petstore_metrics_${randomBytes(6).toString('hex')}`) }
+      : { DATABASE_PATH: join(dir, 'petstore.db') };
+    server = await startServer({
+      ...database,
+      METRICS_PORT: String(metricsPort),
+      MESSAGE_DELIVERY_DELAY_MS: '0',
+      SIGNUPS_PER_ADDRESS_PER_HOUR: '1',
+    });
+  });
+
+  afterAll(async () => {
+    expect(await server.stop()).toBe(0);
+    rmSync(dir, { recursive: true, force: true });
+  });
+
+  it('names each request by its operation, route template and status, and counts what the store did', async () => {
+    const base = server.url;
+    const email = 'metrics@example.com';
+    expect((await fetch(`${base}/accounts`, json({ email, password }))).status).toBe(201);
+    // The second sign-up from this address is the signup limiter's.
+    expect((await fetch(`${base}/accounts`, json({ email: 'other@example.com', password }))).status).toBe(429);
+    const basic = `Basic ${Buffer.from(`${email}:${password}`).toString('base64')}`;
+    const made = await fetch(`${base}/api-keys`, { method: 'POST', headers: { Authorization: basic } });
+    const { key } = (await made.json()) as { key: string };
+    const auth = { Authorization: `Bearer ${key}` };
+    const send = (method: string, path: string, body?: object) =>
+      fetch(`${base}${path}`, {
+        method,
+        headers: { ...auth, ...(body && { 'Content-Type': 'application/json' }) },
+        ...(body && { body: JSON.stringify(body) }),
+      });
+
+    expect((await send('GET', '/pets/1')).status).toBe(200);
+    expect((await send('GET', '/pets/1')).status).toBe(200);
+    expect((await send('GET', '/pets/999999')).status).toBe(404);
+    expect((await fetch(`${base}/pets/1`)).status).toBe(401);
+    expect((await send('POST', '/store/orders', { petId: 1, quantity: 1 })).status).toBe(201);
+    expect((await send('POST', '/store/orders', { petId: 1, quantity: 1000 })).status).toBe(409);
+    expect((await send('POST', '/messages', { message: 'hello' })).status).toBe(202);
+    expect((await fetch(`${base}/no/such/path`)).status).toBe(404);
+    expect((await send('PATCH', '/pets', {})).status).toBe(405);
+    expect((await fetch(`${base}/healthz`)).status).toBe(200);
+    expect((await fetch(`${base}/openapi.json`)).status).toBe(200);
+    expect((await fetch(`${base}/docs`)).status).toBe(200);
+    // Not on the API's port.
+    expect((await fetch(`${base}/metrics`)).status).toBe(404);
+
+    // The message is delivered by the worker's next pass.
+    const samples = await eventually(async () => {
+      const s = await scrape(metricsPort);
+      return value(s, 'petstore_message_delivery_lag_seconds_count') === 1 ? s : undefined;
+    });
+    const count = (labels: Record<string, string>) => value(samples, 'http_server_request_duration_seconds_count', labels);
+    expect(count({ operation: 'getPetById', method: 'GET', route: '/pets/{petId}', status: '200' })).toBe(2);
+    expect(count({ operation: 'getPetById', route: '/pets/{petId}', status: '404' })).toBe(1);
+    // Refused before the validator matched it, still named by its operation.
+    expect(count({ operation: 'getPetById', status: '401' })).toBe(1);
+    expect(count({ operation: 'createAccount', route: '/accounts', status: '429' })).toBe(1);
+    expect(count({ operation: 'placeOrder', method: 'POST', route: '/store/orders', status: '201' })).toBe(1);
+    expect(count({ operation: 'sendMessage', status: '202' })).toBe(1);
+    expect(count({ operation: 'getHealth', route: '/healthz', status: '200' })).toBeGreaterThanOrEqual(1);
+    expect(count({ operation: 'openapiJson', route: '/openapi.json', status: '200' })).toBe(1);
+    expect(count({ operation: 'docs', route: '/docs', status: '200' })).toBe(1);
+    // A path the spec does not have is never a label value; a method it does not declare keeps the template.
+    // /no/such/path, and /metrics on the API's port.
+    expect(count({ operation: 'unmatched', method: 'GET', route: '', status: '404' })).toBe(2);
+    expect(count({ operation: 'unmatched', method: 'PATCH', route: '/pets', status: '405' })).toBe(1);
+    const routes = new Set(samples.filter((s) => s.name === 'http_server_request_duration_seconds_count').map((s) => s.labels.route));
+    expect([...routes].filter((r) => r !== '' && !r!.startsWith('/'))).toEqual([]);
+    expect(routes.has('/no/such/path')).toBe(false);
+    expect(routes.has('/pets/1')).toBe(false);
+
+    expect(value(samples, 'petstore_deprecated_calls_total', { operation: 'getPetById' })).toBe(4);
+    expect(value(samples, 'petstore_rate_limit_refusals_total', { limiter: 'signup' })).toBe(1);
+    expect(value(samples, 'petstore_rate_limit_refusals_total', { limiter: 'address' })).toBe(0);
+    expect(value(samples, 'petstore_store_refusals_total', { code: 'insufficient_stock' })).toBe(1);
+    // A 404 of a read is an answer, not a refusal of the store.
+    expect(value(samples, 'petstore_store_refusals_total', { code: 'not_found' })).toBe(0);
+    expect(value(samples, 'petstore_orders_placed_total')).toBe(1);
+    expect(value(samples, 'petstore_messages_queued_total')).toBe(1);
+    expect(value(samples, 'petstore_storage_transaction_duration_seconds_count', { outcome: 'committed' })).toBeGreaterThanOrEqual(3);
+    expect(value(samples, 'petstore_storage_transaction_duration_seconds_count', { outcome: 'rolled_back' })).toBe(1);
+    // The scrape itself is in flight on another port: none on the API's.
+    expect(value(samples, 'http_server_active_requests')).toBe(0);
+    // Node's default metrics.
+    expect(value(samples, 'process_cpu_seconds_total')).toBeGreaterThan(0);
+    expect(samples.some((s) => s.name === 'nodejs_eventloop_lag_p99_seconds')).toBe(true);
+    if (testDatabaseUrl) {
+      // Read at the scrape: the connections the requests above opened (the delivery
+      // worker's pass may hold one at that moment).
+      const held = value(samples, 'petstore_pg_pool_connections');
+      expect(held).toBeGreaterThan(0);
+      expect(value(samples, 'petstore_pg_pool_idle_connections')).toBeGreaterThanOrEqual(held - 1);
+      expect(value(samples, 'petstore_pg_pool_waiting_requests')).toBe(0);
+    } else {
+      // SQLite has no pool.
+      expect(samples.some((s) => s.name.startsWith('petstore_pg_pool'))).toBe(false);
+    }
+  });
+
+  it('serves /metrics alone on its port', async () => {
+    expect((await fetch(`http://127.0.0.1:${metricsPort}/`)).status).toBe(404);
+    expect((await fetch(`http://127.0.0.1:${metricsPort}/metrics`, { method: 'POST' })).status).toBe(404);
+  });
+});
+
+describe('GET /metrics with WEB_CONCURRENCY=2', () => {
+  it('answers for both workers together, from the primary', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'petstore-metrics-cluster-'));
+    const metricsPort = await freePort();
+    const server = await startServer({ DATABASE_PATH: join(dir, 'petstore.db'), WEB_CONCURRENCY: '2', METRICS_PORT: String(metricsPort) });
+    try {
+      // Both workers listen before the load, so the cluster's round-robin gives each a share.
+      await eventually(() => (server.log().match(/Pet store listening/g)?.length === 2 ? true : undefined), 20_000);
+      const requests = 40;
+      for (let i = 0; i < requests; i++) {
+        // A connection of its own each, so that the primary hands each to the next worker.
+        const res = await fetch(`${server.url}/openapi.json`, { headers: { Connection: 'close' } });
+        expect(res.status).toBe(200);
+        await res.arrayBuffer();
+      }
+      const samples = await scrape(metricsPort);
+      // One worker's metrics alone would hold about half.
+      expect(value(samples, 'http_server_request_duration_seconds_count', { operation: 'openapiJson' })).toBe(requests);
+      // Node's metrics added up too: both workers' resident memory, more than either's.
+      expect(value(samples, 'process_resident_memory_bytes')).toBeGreaterThan(0);
+    } finally {
+      expect(await server.stop()).toBe(0);
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
+});
