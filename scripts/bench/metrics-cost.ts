@@ -5,7 +5,8 @@
 // server is the built service as `npm start` runs it, with a database of its own; rounds
 // are interleaved and ratios are medians of per-round ratios, as in throughput.ts.
 // Alone: `npm run build && npx tsx scripts/bench/metrics-cost.ts`.
-import { compareOffOn, connections, durationS, freePort, rounds, warmupS } from './off-on';
+import { freePort } from './common';
+import { compareOffOn, connections, durationS, rounds, warmupS } from './off-on';
 
 const scrapeEveryMs = 5_000;
 const target = 0.95;

@@ -4,41 +4,19 @@
 // interleaved and ratios are medians of per-round ratios, as in throughput.ts.
 import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
 import { mkdtempSync, rmSync } from 'node:fs';
-import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import autocannon from 'autocannon';
+import { customerKey, freePort, median, num } from './common';
 
 const root = join(__dirname, '..', '..');
-const num = (name: string, fallback: number) => {
-  const value = Number(process.env[name] ?? fallback);
-  if (!Number.isFinite(value) || value < 0) throw new Error(`${name} must be a number >= 0`);
-  return value;
-};
 export const connections = num('BENCH_CONNECTIONS', 32);
 export const durationS = num('BENCH_DURATION', 8);
 export const warmupS = num('BENCH_WARMUP', 3);
 export const rounds = Math.max(1, Math.floor(num('BENCH_LOAD_ROUNDS', 3)));
-const password = 'a long bench password';
 
 const pinning =
   process.platform === 'linux' && spawnSync('taskset', ['-V']).status === 0 && Number(spawnSync('nproc').stdout?.toString()) >= 2;
-
-const median = (xs: number[]) => {
-  const s = xs.filter((x) => Number.isFinite(x)).sort((a, b) => a - b);
-  if (s.length === 0) return NaN;
-  const mid = s.length >> 1;
-  return s.length % 2 ? (s[mid] as number) : ((s[mid - 1] as number) + (s[mid] as number)) / 2;
-};
-
-export const freePort = () =>
-  new Promise<number>((resolve, reject) => {
-    const s = createServer().listen(0, '127.0.0.1', () => {
-      const { port } = s.address() as { port: number };
-      s.close(() => resolve(port));
-    });
-    s.on('error', reject);
-  });
 
 interface Service {
   port: number;
@@ -82,19 +60,7 @@ async function start(dir: string, name: string, env: Record<string, string>): Pr
     }
     await new Promise((r) => setTimeout(r, 100));
   }
-  const email = `${name}@example.com`;
-  const signUp = await fetch(`${base}/accounts`, {
-    method: 'POST',
-    headers: { 'Content-Type': 'application/json' },
-    body: JSON.stringify({ email, password }),
-  });
-  if (signUp.status !== 201) throw new Error(`POST /accounts answered ${signUp.status}`);
-  const made = await fetch(`${base}/api-keys`, {
-    method: 'POST',
-    headers: { Authorization: `Basic ${Buffer.from(`${email}:${password}`).toString('base64')}` },
-  });
-  const { key } = (await made.json()) as { key?: string };
-  if (made.status !== 201 || !key) throw new Error(`POST /api-keys answered ${made.status}`);
+  const key = await customerKey(base, `${name}@example.com`);
   return { port, child, auth: { Authorization: `Bearer ${key}` } };
 }
 

@@ -6,17 +6,12 @@
 // overloaded) were answered. A benchmark, not a test: it exits 0 whatever it finds.
 import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
 import { mkdtempSync, rmSync } from 'node:fs';
-import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import autocannon from 'autocannon';
+import { customerKey, freePort, num } from './common';
 
 const root = join(__dirname, '..', '..');
-const num = (name: string, fallback: number) => {
-  const value = Number(process.env[name] ?? fallback);
-  if (!Number.isFinite(value) || value < 0) throw new Error(`${name} must be a number >= 0`);
-  return value;
-};
 /** The shedding bound of the "on" run: low enough that the offered load crosses it. */
 const boundMs = num('BENCH_OVERLOAD_DELAY_MS', 50);
 const durationS = num('BENCH_OVERLOAD_DURATION', 8);
@@ -26,14 +21,6 @@ const factor = num('BENCH_OVERLOAD_FACTOR', 2);
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 const canPin =
   process.platform === 'linux' && spawnSync('taskset', ['-V']).status === 0 && Number(spawnSync('nproc').stdout?.toString()) >= 2;
-
-async function freePort(): Promise<number> {
-  const server = createServer();
-  await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
-  const { port } = server.address() as { port: number };
-  await new Promise((r) => server.close(r));
-  return port;
-}
 
 async function startService(env: Record<string, string>): Promise<{ base: string; child: ChildProcess }> {
   const port = await freePort();
@@ -64,24 +51,6 @@ async function stopService(child: ChildProcess): Promise<void> {
   const timer = setTimeout(() => child.kill('SIGKILL'), 15_000);
   await exited;
   clearTimeout(timer);
-}
-
-async function customerKey(base: string): Promise<string> {
-  const email = 'overload@example.com';
-  const password = 'a long bench password';
-  const made = await fetch(`${base}/accounts`, {
-    method: 'POST',
-    headers: { 'Content-Type': 'application/json' },
-    body: JSON.stringify({ email, password }),
-  });
-  if (made.status !== 201 && made.status !== 409) throw new Error(`POST /accounts answered ${made.status}`);
-  const res = await fetch(`${base}/api-keys`, {
-    method: 'POST',
-    headers: { Authorization: `Basic ${Buffer.from(`${email}:${password}`).toString('base64')}` },
-  });
-  const body = (await res.json()) as { key?: string };
-  if (res.status !== 201 || !body.key) throw new Error(`POST /api-keys answered ${res.status}`);
-  return body.key;
 }
 
 const percentile = (xs: number[], p: number) => {
@@ -151,7 +120,7 @@ export async function benchOverload(): Promise<void> {
         // the loop past a low bound: retried, as a client told Retry-After would.
         let key = '';
         for (let i = 0; !key; i++) {
-          key = await customerKey(base).catch((err: unknown) => {
+          key = await customerKey(base, 'overload@example.com').catch((err: unknown) => {
             if (i >= 20) throw err;
             return sleep(1000).then(() => '');
           });

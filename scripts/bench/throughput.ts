@@ -11,22 +11,17 @@
 // way; only a harness failure (a server that does not start) is an error.
 import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
 import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
-import { createServer } from 'node:net';
 import { request as httpRequest } from 'node:http';
 import { cpus, loadavg, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import autocannon from 'autocannon';
+import { customerKey, freePort, median, num } from './common';
 import { openDatabase } from '../../db/client';
 import { createSqliteStorage } from '../../db/sqlite-storage';
 import { createStore } from '../../domain/store';
 
 const root = join(__dirname, '..', '..');
 const env = process.env;
-const num = (name: string, fallback: number) => {
-  const value = Number(env[name] ?? fallback);
-  if (!Number.isFinite(value) || value < 0) throw new Error(`${name} must be a number >= 0`);
-  return value;
-};
 const connections = num('BENCH_CONNECTIONS', 32);
 const durationS = num('BENCH_DURATION', 8);
 const warmupS = num('BENCH_WARMUP', 3);
@@ -41,12 +36,6 @@ const only = (env.BENCH_ONLY ?? '').split(',').filter(Boolean);
 const petId = 1;
 const maxStock = 1_000_000;
 
-const median = (xs: number[]) => {
-  const s = xs.filter((x) => Number.isFinite(x)).sort((a, b) => a - b);
-  if (s.length === 0) return NaN;
-  const mid = s.length >> 1;
-  return s.length % 2 ? (s[mid] as number) : ((s[mid - 1] as number) + (s[mid] as number)) / 2;
-};
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
 const pinning = process.platform === 'linux' && spawnSync('taskset', ['-V']).status === 0;
@@ -68,14 +57,6 @@ function killAll(): void {
     }
   }
   children.clear();
-}
-
-async function freePort(): Promise<number> {
-  const server = createServer();
-  await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
-  const { port } = server.address() as { port: number };
-  await new Promise((r) => server.close(r));
-  return port;
 }
 
 /** One GET; resolves with the status, or 0 when nothing answers. Never rejects. */
@@ -258,26 +239,6 @@ function machine(): string {
   return `${cpus().length} cores (${cpus()[0]?.model ?? 'unknown'}), load average ${one?.toFixed(2)} / ${five?.toFixed(2)} (1 / 5 min) before the run, node ${process.version}`;
 }
 
-/** A customer signs up and makes a key, over HTTP, as the README's first calls do. */
-async function customerKey(port: number): Promise<string> {
-  const base = `http://127.0.0.1:${port}`;
-  const email = 'bench@example.com';
-  const password = 'a long bench password';
-  const signUp = await fetch(`${base}/accounts`, {
-    method: 'POST',
-    headers: { 'Content-Type': 'application/json' },
-    body: JSON.stringify({ email, password }),
-  });
-  if (signUp.status !== 201) throw new Error(`POST /accounts answered ${signUp.status}`);
-  const made = await fetch(`${base}/api-keys`, {
-    method: 'POST',
-    headers: { Authorization: `Basic ${Buffer.from(`${email}:${password}`).toString('base64')}` },
-  });
-  const body = (await made.json()) as { key?: string };
-  if (made.status !== 201 || !body.key) throw new Error(`POST /api-keys answered ${made.status}`);
-  return body.key;
-}
-
 /** Stocks the ordered pet to the contract's maximum, so no order is refused for stock. */
 async function restock(databasePath: string): Promise<void> {
   const db = openDatabase(databasePath);
@@ -325,7 +286,7 @@ export async function benchThroughput(): Promise<void> {
 
     // A brand-new database: the first start migrates it and loads the demo catalogue.
     const service = await start('service', serviceCommand(), serviceEnv, { path: '/healthz' }, { pin: true });
-    const key = await customerKey(service.port);
+    const key = await customerKey(`http://127.0.0.1:${service.port}`, 'bench@example.com');
     const auth = { Authorization: `Bearer ${key}` };
     await restock(databasePath);
     const pet = { path: `/pets/${petId}`, headers: auth };

@@ -1,0 +1,43 @@
+// What the bench's parts share: their numeric settings, the median they compare by, a free
+// port for a server, and a customer's key made over HTTP as the README's first calls do.
+import { createServer } from 'node:net';
+
+/** A numeric setting from the environment (BENCH_*), or its default. */
+export const num = (name: string, fallback: number) => {
+  const value = Number(process.env[name] ?? fallback);
+  if (!Number.isFinite(value) || value < 0) throw new Error(`${name} must be a number >= 0`);
+  return value;
+};
+
+export const median = (xs: number[]) => {
+  const s = xs.filter((x) => Number.isFinite(x)).sort((a, b) => a - b);
+  if (s.length === 0) return NaN;
+  const mid = s.length >> 1;
+  return s.length % 2 ? (s[mid] as number) : ((s[mid - 1] as number) + (s[mid] as number)) / 2;
+};
+
+export async function freePort(): Promise<number> {
+  const server = createServer();
+  await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
+  const { port } = server.address() as { port: number };
+  await new Promise((r) => server.close(r));
+  return port;
+}
+
+/** A customer signs up (or already has) and makes a key; resolves to the key. */
+export async function customerKey(base: string, email: string): Promise<string> {
+  const password = 'a long bench password';
+  const signUp = await fetch(`${base}/accounts`, {
+    method: 'POST',
+    headers: { 'Content-Type': 'application/json' },
+    body: JSON.stringify({ email, password }),
+  });
+  if (signUp.status !== 201 && signUp.status !== 409) throw new Error(`POST /accounts answered ${signUp.status}`);
+  const made = await fetch(`${base}/api-keys`, {
+    method: 'POST',
+    headers: { Authorization: `Basic ${Buffer.from(`${email}:${password}`).toString('base64')}` },
+  });
+  const body = (await made.json()) as { key?: string };
+  if (made.status !== 201 || !body.key) throw new Error(`POST /api-keys answered ${made.status}`);
+  return body.key;
+}
