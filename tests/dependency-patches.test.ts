@@ -1,6 +1,7 @@
 // express-openapi-validator is pinned and carried with patches/express-openapi-validator+<version>.patch,
 // applied at install by patch-package (postinstall): the route-matcher cache of upstream's
-// pull request 1217 (cdimascio/express-openapi-validator), and no OpenAPI meta-schema
+// pull request 1217 (cdimascio/express-openapi-validator), keyed by the route in a map per
+// pair of routing flags rather than by a JSON string built per route and request, and no OpenAPI meta-schema
 // compile when `validateApiSpec` is false. These fail when an upgrade drops the patch or
 // the pin, so that the patch is either carried forward or deleted once upstream ships it.
 import { readdirSync, readFileSync } from 'node:fs';
