@@ -17,14 +17,35 @@ export interface DeprecatedCallLog {
   close(): Promise<void>;
 }
 
+/** A day's count for one operation and account, as counted: times in ms since the epoch. */
+interface Counted {
+  operation: string;
+  /** The UTC day: whole days since the epoch. */
+  day: number;
+  accountId: number;
+  calls: number;
+  lastAt: number;
+}
+
+const dayMs = 86_400_000;
+
+/** As stored: the day and the last call's time in ISO 8601 (done once per flush, not per call). */
+const stored = (c: Counted): DeprecatedCalls => ({
+  operation: c.operation,
+  day: new Date(c.day * dayMs).toISOString().slice(0, 10),
+  accountId: c.accountId,
+  calls: c.calls,
+  lastAt: new Date(c.lastAt).toISOString(),
+});
+
 export function createDeprecatedCallLog(storage: Storage, log: Logger, intervalMs = flushIntervalMs): DeprecatedCallLog {
-  let pending = new Map<string, DeprecatedCalls>();
+  let pending = new Map<string, Counted>();
   let timer: NodeJS.Timeout | undefined;
   let writing: Promise<void> = Promise.resolve();
   let failing = false;
   let closed = false;
 
-  const merge = (c: DeprecatedCalls) => {
+  const merge = (c: Counted) => {
     const key = `${c.operation} ${c.day} ${c.accountId}`;
     const row = pending.get(key);
     if (!row) return void pending.set(key, c);
@@ -38,7 +59,7 @@ export function createDeprecatedCallLog(storage: Storage, log: Logger, intervalM
     const batch = [...pending.values()];
     pending = new Map();
     try {
-      await storage.addDeprecatedCalls(batch);
+      await storage.addDeprecatedCalls(batch.map(stored));
       if (failing) log.info('Calls of deprecated operations are recorded again');
       failing = false;
     } catch (err) {
@@ -58,8 +79,7 @@ export function createDeprecatedCallLog(storage: Storage, log: Logger, intervalM
 
   return {
     add(operation, accountId, at) {
-      const lastAt = new Date(at).toISOString();
-      merge({ operation, day: lastAt.slice(0, 10), accountId, calls: 1, lastAt });
+      merge({ operation, day: Math.floor(at / dayMs), accountId, calls: 1, lastAt: at });
       schedule();
     },
     flush,

@@ -14,12 +14,24 @@ interface DeprecatedOperation {
   name: string;
   method: string;
   pattern: RegExp;
-  params: string[];
   deprecation: string;
   sunset?: string;
   /** The sunset in ms since the epoch: from then on, 410. */
   sunsetAt?: number;
-  successor?: string;
+  /** The successor's path for this request's path parameters (in the order the path has them). */
+  successor?: (values: string[]) => string;
+}
+
+/**
+ * Compiles `x-successor` once: its literal parts, and for each `{name}` the index of that
+ * parameter in the deprecated path, filled (percent-encoded) per request.
+ */
+function successorTemplate(successor: string, params: string[], name: string): (values: string[]) => string {
+  const parts = successor.split(/\{(\w+)\}/);
+  const unknown = parts.filter((part, i) => i % 2 === 1 && !params.includes(part));
+  if (unknown.length > 0) throw new Error(`${name}: x-successor uses {${unknown.join('}, {')}}, not a path parameter`);
+  const slots = parts.map((part, i) => (i % 2 === 1 ? params.indexOf(part) : -1));
+  return (values) => parts.map((part, i) => (slots[i] === -1 ? part : encodeURIComponent(values[slots[i] as number] ?? ''))).join('');
 }
 
 /** A `YYYY-MM-DD` (midnight UTC) or a full date-time, as the spec writes it. */
@@ -43,22 +55,17 @@ function deprecatedOperations(operations: Record<string, OperationEntry>): Depre
     }
     const params = [...path.matchAll(/\{(\w+)\}/g)].map((m) => m[1] as string);
     const { successor } = deprecated;
-    if (successor !== undefined) {
-      const unknown = [...successor.matchAll(/\{(\w+)\}/g)].map((m) => m[1] as string).filter((p) => !params.includes(p));
-      if (unknown.length > 0) throw new Error(`${name}: x-successor uses {${unknown.join('}, {')}}, not a path parameter`);
-    }
     const source = path.replace(/[.*+?^$()|[\]\\]/g, '\\$&').replace(/\{\w+\}/g, '([^/]+)');
     const sunset = deprecated.sunset === undefined ? undefined : parseDate(deprecated.sunset, `${name} x-deprecated-sunset`);
     found.push({
       operationId,
       name,
       method,
-      // Express routes ignore a trailing slash, so the same requests are matched here.
-      pattern: new RegExp(`^${source}/?$`),
-      params,
+      // Paths match exactly, trailing slash included (openapi.yaml, info): `/pets/7/` is not this operation.
+      pattern: new RegExp(`^${source}$`),
       deprecation: `@${Math.floor(parseDate(deprecated.since, `${name} x-deprecated-since`).getTime() / 1000)}`,
       ...(sunset && { sunset: sunset.toUTCString(), sunsetAt: sunset.getTime() }),
-      ...(successor !== undefined && { successor }),
+      ...(successor !== undefined && { successor: successorTemplate(successor, params, name) }),
     });
   }
   return found;
@@ -96,8 +103,6 @@ export function createDeprecation(
 ): Deprecation {
   const operations = deprecatedOperations(table);
   const matched = new WeakMap<Request, { op: DeprecatedOperation; values: string[] }>();
-  const successorOf = (op: DeprecatedOperation, values: string[]) =>
-    op.successor?.replace(/\{(\w+)\}/g, (_, name: string) => encodeURIComponent(values[op.params.indexOf(name)] ?? ''));
 
   const headers: RequestHandler = (req, res, next) => {
     if (operations.length === 0) return next();
@@ -118,7 +123,7 @@ export function createDeprecation(
     res.writeHead = function (this: Response, ...args: Parameters<Response['writeHead']>) {
       res.setHeader('Deprecation', op.deprecation);
       if (op.sunset) res.setHeader('Sunset', op.sunset);
-      const target = successorOf(op, values);
+      const target = op.successor?.(values);
       if (target !== undefined) addLink(res, `<${target}>; rel="successor-version"`);
       return writeHead.apply(this, args);
     } as Response['writeHead'];
@@ -132,7 +137,7 @@ export function createDeprecation(
   const sunset: RequestHandler = (req, _res, next) => {
     const { op, values } = matched.get(req) ?? {};
     if (op?.sunsetAt === undefined || now() < op.sunsetAt) return next();
-    const target = successorOf(op, values ?? []);
+    const target = op.successor?.(values ?? []);
     const instead = target === undefined ? '' : `; use ${target}`;
     next(new ApiError('gone', `${op.name} was retired on ${op.sunset}${instead}`, 410));
   };
