@@ -9,9 +9,9 @@
 // while writes keep coming, so under steady writes it does get there, and then finds
 // most pages already copied. Durability is as before: with synchronous=NORMAL a commit
 // is durable once a checkpoint has synced it.
-import { join } from 'node:path';
 import { Worker } from 'node:worker_threads';
 import type { Database } from 'better-sqlite3';
+import { checkpointWorkerFile } from './files';
 
 /** SQLite's own default: what the main connection goes back to without the thread. */
 const defaultAutoCheckpointPages = 1000;
@@ -57,13 +57,12 @@ export function startCheckpointer(
   };
   let worker: Worker | undefined;
   let exited = Promise.resolve();
-  // Started a moment after the service: a thread booting its own Node took CPU from the
-  // service's start (about 0.1 s of 0.8 s to a ready /healthz, even once it listened).
-  // Until the thread is up, the commits checkpoint as SQLite does by default.
+  // Started a moment after the service: a thread booting its own Node takes CPU from the
+  // service's start. Until the thread is up, the commits checkpoint as SQLite does by default.
   const starting = setTimeout(() => {
-    // execArgv: [] so the thread does not inherit the process's preloads (npm start's
-    // TypeScript hook among them): it runs one plain CommonJS file.
-    const thread = new Worker(join(__dirname, 'checkpoint-worker.cjs'), { workerData: { path: sqlite.name, intervalMs }, execArgv: [] });
+    // execArgv: [] so the thread does not inherit the process's preloads or flags: it runs
+    // one plain CommonJS file.
+    const thread = new Worker(checkpointWorkerFile, { workerData: { path: sqlite.name, intervalMs }, execArgv: [] });
     // The thread alone must never keep the process alive.
     thread.unref();
     exited = new Promise<void>((resolve) => thread.once('exit', () => resolve()));

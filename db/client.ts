@@ -1,16 +1,15 @@
 // Opens the SQLite file (or :memory:) with the pragmas the service relies on and applies
 // the committed migrations.
 import { closeSync, mkdirSync, openSync } from 'node:fs';
-import { dirname, join } from 'node:path';
+import { dirname } from 'node:path';
 import Database from 'better-sqlite3';
 import { sql, type Placeholder } from 'drizzle-orm';
 import { drizzle, type BetterSQLite3Database } from 'drizzle-orm/better-sqlite3';
 import { migrate } from 'drizzle-orm/better-sqlite3/migrator';
+import { sqliteMigrationsFolder } from './files';
 import * as schema from './schema';
 
 export type Db = BetterSQLite3Database<typeof schema> & { $client: Database.Database };
-
-export const migrationsFolder = join(__dirname, 'migrations');
 
 /** `maxSizeMb`: the file takes no more pages past it; a write that needs one fails with SQLITE_FULL. */
 export function openDatabase(path: string, { maxSizeMb }: { maxSizeMb?: number | undefined } = {}): Db {
@@ -52,7 +51,7 @@ export function hasAppliedMigrations(db: Db): boolean {
  * rows. Its own `PRAGMA foreign_keys=OFF` is a no-op inside the migration transaction,
  * so they are switched off around it here, and checked before they come back on.
  */
-export function migrateDatabase(db: Db, folder: string = migrationsFolder): void {
+export function migrateDatabase(db: Db, folder: string = sqliteMigrationsFolder): void {
   const sqlite = db.$client;
   sqlite.pragma('foreign_keys = OFF');
   try {

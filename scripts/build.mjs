@@ -1,14 +1,17 @@
 // npm run build, also run by npm install (prepare) and before the jest suite, the contract
 // suite and the bench:
-// tsc compiles the service into dist/ (tsconfig.build.json, incremental), then the files
-// its modules read beside themselves at run time are copied next to the compiled
-// JavaScript, afresh so that a deleted one does not linger.
+// tsc compiles the service into dist/compiled/ (tsconfig.build.json, incremental), esbuild
+// bundles that JavaScript into the one file `npm start` runs, dist/server/main.js, and the
+// files the service reads at run time are copied beside it, afresh so that a deleted one
+// does not linger (db/files.ts, server/spec.ts and server/docs.ts name them from there).
+// Why one bundle: docs/layout.md, "One bundle".
 //
 // Nothing is done when no input is newer than the last build, as make decides: tsc's own
 // up-to-date check loads the compiler first, and takes longer than the build-less cases need.
 import { execFileSync } from 'node:child_process';
 import { cpSync, readdirSync, rmSync, statSync, utimesSync } from 'node:fs';
 import { createRequire } from 'node:module';
+import esbuild from 'esbuild';
 import { dirname, join } from 'node:path';
 import process from 'node:process';
 import { fileURLToPath } from 'node:url';
@@ -54,6 +57,19 @@ const started = new Date();
 if (sources.some((source) => newest(join(root, source)) > builtAt())) {
   const tsc = createRequire(import.meta.url).resolve('typescript/bin/tsc');
   execFileSync(process.execPath, [tsc, '-b', 'tsconfig.build.json'], { cwd: root, stdio: 'inherit' });
+  for (const folder of ['server', 'db', 'generated']) rmSync(join(root, 'dist', folder), { recursive: true, force: true });
+  esbuild.buildSync({
+    entryPoints: [join(root, 'dist', 'compiled', 'server', 'main.js')],
+    outfile: join(root, 'dist', 'server', 'main.js'),
+    bundle: true,
+    platform: 'node',
+    format: 'cjs',
+    target: `node${process.versions.node.split('.')[0]}`,
+    // Loaded from node_modules at run time: a native addon, a package that serves its own
+    // files, and OpenTelemetry, which only tracing loads.
+    external: ['better-sqlite3', 'pg-native', 'swagger-ui-dist', '@opentelemetry/*'],
+    logLevel: 'warning',
+  });
   for (const asset of assets) {
     const target = join(root, 'dist', asset);
     rmSync(target, { recursive: true, force: true });

@@ -2,7 +2,8 @@
 import { cpSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { createDatabase, migrateDatabase, migrationsFolder, openDatabase } from '../db/client';
+import { createDatabase, migrateDatabase, openDatabase } from '../db/client';
+import { sqliteMigrationsFolder as migrationsFolder } from '../db/files';
 
 describe('migrations', () => {
   const dir = mkdtempSync(join(tmpdir(), 'petstore-migrate-'));

@@ -6,7 +6,6 @@
 import { and, asc, count, desc, eq, gt, gte, inArray, isNull, lte, or, sql, type SQL } from 'drizzle-orm';
 import { drizzle, type NodePgDatabase } from 'drizzle-orm/node-postgres';
 import { migrate } from 'drizzle-orm/node-postgres/migrator';
-import { join } from 'node:path';
 import type { Pool, PoolClient } from 'pg';
 import type { Queries, Storage } from '../../domain/storage';
 import type { Principal } from '../../domain/types';
@@ -14,11 +13,10 @@ import { asUnavailable, createAvailability, isConnectionError, openPool } from '
 import { toAccount, toApiKey, toCategory, toMessage, toOrder, toPet } from '../rows';
 import * as schema from './schema';
 import { accounts, apiKeys, categories, deprecatedCalls, idempotencyKeys, inventory, messages, orders, pets, rateLimits } from './schema';
+import { pgMigrationsFolder } from '../files';
 import { guardTransactions } from '../transaction-guard';
 
 export type PgDb = NodePgDatabase<typeof schema> & { $client: Pool };
-
-const pgMigrationsFolder = join(__dirname, 'migrations');
 
 const isUniqueViolation = (error: unknown): boolean => {
   const e = error as { code?: string; cause?: unknown } | null;
