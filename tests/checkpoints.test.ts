@@ -76,7 +76,8 @@ describe('WAL checkpoints', () => {
       const storage = createSqliteStorage(db, { checkpointer: startCheckpointer(db.$client, { startAfterMs: 0 }) });
       // Closed once the thread is up (it starts after this turn of the event loop).
       setTimeout(() => storage.close().then(() => console.log('closed')), 200);`;
-    const out = execFileSync(process.execPath, ['-e', script], { cwd: join(__dirname, '..', 'dist'), encoding: 'utf8' });
+    // The sources, through tsx (as the scripts run), in a process of its own.
+    const out = execFileSync(process.execPath, ['--require', 'tsx/cjs', '-e', script], { cwd: join(__dirname, '..'), encoding: 'utf8' });
     expect(out).toContain('closed');
     expect(existsSync(`${path}-wal`)).toBe(false);
   });
