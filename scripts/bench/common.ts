@@ -1,5 +1,8 @@
 // What the bench's parts share: their numeric settings, the median they compare by, a free
-// port for a server, and a customer's key made over HTTP as the README's first calls do.
+// port for a server, a customer's key made over HTTP as the README's first calls do, and a
+// process's CPU time from /proc.
+import { spawnSync } from 'node:child_process';
+import { readFileSync } from 'node:fs';
 import { createServer } from 'node:net';
 
 /** A numeric setting from the environment (BENCH_*), or its default. */
@@ -40,4 +43,21 @@ export async function customerKey(base: string, email: string): Promise<string> 
   const body = (await made.json()) as { key?: string };
   if (made.status !== 201 || !body.key) throw new Error(`POST /api-keys answered ${made.status}`);
   return body.key;
+}
+
+/** Clock ticks a second, the unit of /proc/PID/stat's times. */
+export const clockTicks = Number(spawnSync('getconf', ['CLK_TCK']).stdout?.toString().trim() || 100);
+
+/** utime, stime, cutime, cstime (clock ticks) and the parent of a process, or null once it is gone. */
+export function stat(pid: number): { ppid: number; own: number; children: number } | null {
+  let text: string;
+  try {
+    text = readFileSync(`/proc/${pid}/stat`, 'utf8');
+  } catch {
+    return null;
+  }
+  // The command name may hold spaces and parentheses: the fields start after the last ')'.
+  const fields = text.slice(text.lastIndexOf(')') + 2).split(' ');
+  const n = (i: number) => Number(fields[i - 3]);
+  return { ppid: n(4), own: n(14) + n(15), children: n(16) + n(17) };
 }

@@ -1,19 +1,24 @@
 // npm run bench, the shared harness of the parts that price a feature: GET /pets/{petId} on
 // the built service (as `npm start` runs it, each on a database of its own) with the feature
 // off, on a second process also off (the noise of the comparison), and on. Rounds are
-// interleaved and ratios are medians of per-round ratios, as in throughput.ts.
+// interleaved and ratios are medians of per-round ratios, as in throughput.ts. Besides req/s
+// it reads each service's CPU time from /proc: on two cores shared with the load generator
+// and other tenants, wall-clock throughput moves with the neighbours, while the CPU a
+// request costs the service is its own (requests per CPU second is the throughput one
+// core gives).
 import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import autocannon from 'autocannon';
-import { customerKey, freePort, median, num } from './common';
+import { clockTicks, customerKey, freePort, median, num, stat } from './common';
 
 const root = join(__dirname, '..', '..');
 export const connections = num('BENCH_CONNECTIONS', 32);
 export const durationS = num('BENCH_DURATION', 8);
 export const warmupS = num('BENCH_WARMUP', 3);
-export const rounds = Math.max(1, Math.floor(num('BENCH_LOAD_ROUNDS', 3)));
+// A multiple of three gives each service each place equally often.
+export const rounds = Math.max(1, Math.floor(num('BENCH_LOAD_ROUNDS', 6)));
 
 const pinning =
   process.platform === 'linux' && spawnSync('taskset', ['-V']).status === 0 && Number(spawnSync('nproc').stdout?.toString()) >= 2;
@@ -75,63 +80,92 @@ async function stop(child: ChildProcess): Promise<void> {
 
 interface Sample {
   rps: number;
+  /** The service's CPU time per request, µs. */
+  cpuUs: number;
   p99: number;
   bad: number;
 }
 
+const cpuTicks = (service: Service) => stat(service.child.pid as number)?.own ?? NaN;
+
 function fire(service: Service, seconds: number): Promise<Sample> {
+  const before = cpuTicks(service);
   return new Promise((resolve, reject) => {
     autocannon(
       { url: `http://127.0.0.1:${service.port}/pets/1`, connections, duration: seconds, headers: service.auth },
       (err: unknown, result: autocannon.Result) => {
         if (err) return reject(err instanceof Error ? err : new Error('autocannon failed', { cause: err }));
-        resolve({ rps: result.requests.total / (result.duration || seconds), p99: result.latency.p99, bad: result.non2xx + result.errors });
+        resolve({
+          rps: result.requests.total / (result.duration || seconds),
+          cpuUs: (((cpuTicks(service) - before) / clockTicks) * 1e6) / result.requests.total,
+          p99: result.latency.p99,
+          bad: result.non2xx + result.errors,
+        });
       },
     );
   });
 }
 
 export interface OffOn {
-  /** off again / off: what a ratio near 1 has to beat. */
+  /** off again / off, req/s: what a ratio near 1 has to beat. */
   noise: number;
-  /** on / off. */
+  /** on / off, req/s. */
   cost: number;
+  /** off again / off, requests per CPU second of the service. */
+  cpuNoise: number;
+  /** on / off, requests per CPU second of the service. */
+  cpuCost: number;
 }
 
-/** Runs the three services, prints their req/s table under `feature`, and returns the ratios. */
+/**
+ * Runs the three services, prints their table under `feature`, and returns the ratios.
+ * Each round starts the three afresh, in an order that rotates from round to round, and
+ * loads them one after another in that order: the same build measured a few per cent apart
+ * by the place its process took among the three, so each takes each place in turn.
+ */
 export async function compareOffOn(feature: string, onEnv: Record<string, string>): Promise<OffOn> {
   const dir = mkdtempSync(join(tmpdir(), `petstore-bench-${feature}-`));
   const services: Service[] = [];
   try {
     if (pinning) spawnSync('taskset', ['-a', '-p', '-c', '1', String(process.pid)], { stdio: 'ignore' });
-    const targets: Array<{ name: string; service: Service; samples: Sample[] }> = [];
-    for (const [name, env] of [
-      ['off', {}],
-      ['off again', {}],
-      ['on', onEnv],
-    ] as const) {
-      const service = await start(dir, name.replace(' ', '-'), env);
-      services.push(service);
-      targets.push({ name, service, samples: [] });
-    }
-    for (const t of targets) await fire(t.service, warmupS);
+    const targets = (
+      [
+        ['off', {}],
+        ['off again', {}],
+        ['on', onEnv],
+      ] as const
+    ).map(([name, env]) => ({ name, env, samples: [] as Sample[] }));
     for (let round = 0; round < rounds; round++) {
-      for (let i = 0; i < targets.length; i++) {
-        const t = targets[(i + round) % targets.length] as (typeof targets)[number];
-        t.samples.push(await fire(t.service, durationS));
+      const order = targets.map((_, i) => targets[(i + round) % targets.length] as (typeof targets)[number]);
+      const started: Service[] = [];
+      for (const t of order) {
+        const service = await start(dir, `${t.name.replace(' ', '-')}-${round}`, t.env);
+        services.push(service);
+        started.push(service);
       }
+      for (const service of started) await fire(service, warmupS);
+      for (let i = 0; i < order.length; i++)
+        (order[i] as (typeof targets)[number]).samples.push(await fire(started[i] as Service, durationS));
+      for (const service of started) await stop(service.child);
     }
     const [off, again, on] = targets as [(typeof targets)[number], (typeof targets)[number], (typeof targets)[number]];
     const ratio = (a: Sample[], b: Sample[]) => median(a.map((s, i) => s.rps / (b[i]?.rps ?? NaN)));
-    console.log(`\n| ${feature} | req/s | p99 | non-2xx |`);
-    console.log('|---|---|---|---|');
+    const cpuRatio = (a: Sample[], b: Sample[]) => median(a.map((s, i) => (b[i]?.cpuUs ?? NaN) / s.cpuUs));
+    console.log(`\n| ${feature} | req/s | service CPU per request | p99 | non-2xx |`);
+    console.log('|---|---|---|---|---|');
     for (const t of targets) {
       const bad = t.samples.reduce((n, s) => n + s.bad, 0);
       console.log(
-        `| ${t.name} | ${(median(t.samples.map((s) => s.rps)) / 1000).toFixed(2)}k | ${median(t.samples.map((s) => s.p99))} ms | ${bad} |`,
+        `| ${t.name} | ${(median(t.samples.map((s) => s.rps)) / 1000).toFixed(2)}k | ${median(t.samples.map((s) => s.cpuUs)).toFixed(0)} µs | ` +
+          `${median(t.samples.map((s) => s.p99))} ms | ${bad} |`,
       );
     }
-    return { noise: ratio(again.samples, off.samples), cost: ratio(on.samples, off.samples) };
+    return {
+      noise: ratio(again.samples, off.samples),
+      cost: ratio(on.samples, off.samples),
+      cpuNoise: cpuRatio(again.samples, off.samples),
+      cpuCost: cpuRatio(on.samples, off.samples),
+    };
   } finally {
     for (const s of services) await stop(s.child);
     rmSync(dir, { recursive: true, force: true });

@@ -22,6 +22,7 @@ import { join } from 'node:path';
 import { promisify } from 'node:util';
 import autocannon from 'autocannon';
 import { Client } from 'pg';
+import { clockTicks, stat } from './common';
 
 const root = join(__dirname, '..', '..');
 const adminUrl = process.env.BENCH_PG_URL;
@@ -31,7 +32,6 @@ const connections = Number(process.env.BENCH_SHAPE_CONNECTIONS ?? 16);
 /** Some of the shapes, by key (sqlite, cluster, pg, pg2), while working; all when unset. */
 const only = (process.env.BENCH_SHAPES ?? 'sqlite,cluster,pg,pg2').split(',');
 const password = 'a long bench password';
-const clockTicks = Number(spawnSync('getconf', ['CLK_TCK']).stdout?.toString().trim() || 100);
 
 const freePort = () =>
   new Promise<number>((resolve, reject) => {
@@ -78,20 +78,6 @@ async function stop(child: ChildProcess): Promise<void> {
 }
 
 // ---- CPU time from /proc -----------------------------------------------------------
-
-/** utime, stime, cutime, cstime (clock ticks) and the parent of a process, or null once it is gone. */
-function stat(pid: number): { ppid: number; own: number; children: number } | null {
-  let text: string;
-  try {
-    text = readFileSync(`/proc/${pid}/stat`, 'utf8');
-  } catch {
-    return null;
-  }
-  // The command name may hold spaces and parentheses: the fields start after the last ')'.
-  const fields = text.slice(text.lastIndexOf(')') + 2).split(' ');
-  const n = (i: number) => Number(fields[i - 3]);
-  return { ppid: n(4), own: n(14) + n(15), children: n(16) + n(17) };
-}
 
 /**
  * Seconds of CPU the process and all its descendants have used: its own time, the time of
