@@ -2,8 +2,8 @@
 //
 // SQLite's automatic checkpoint runs inside whichever COMMIT takes the write-ahead log
 // past 1000 pages: it copies those pages into the database file and fsyncs both files,
-// holding the event loop for milliseconds (up to 5 ms here) every 140 or so orders, with
-// every connection's requests waiting behind it. Here a worker thread with its own
+// holding the event loop for milliseconds every few hundred writes, with every
+// connection's requests waiting behind it. Here a worker thread with its own
 // connection runs the checkpoints instead, and the main connection checkpoints only as a
 // backstop, at 10000 pages (about 40 MB): PASSIVE checkpoints cannot start the log over
 // while writes keep coming, so under steady writes it does get there, and then finds

@@ -7,8 +7,8 @@ import { createStore } from '../domain/store';
 import { startCheckpointer } from './checkpointer';
 import { hasAppliedMigrations, migrateDatabase, openDatabase, type Db } from './client';
 import { seedDemoData } from './seed';
-// PostgreSQL's driver and dialect are loaded only when DATABASE_URL asks for them:
-// loading them took about a tenth of a second of every SQLite start.
+// PostgreSQL's driver and dialect are loaded only when DATABASE_URL asks for them, so that
+// a SQLite start does not pay for them.
 // eslint-disable-next-line @typescript-eslint/no-require-imports -- loaded on demand, as said above
 const pg = (): typeof import('./pg/storage') => require('./pg/storage') as typeof import('./pg/storage');
 import { createSqliteStorage } from './sqlite-storage';

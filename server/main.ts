@@ -18,7 +18,7 @@ import { prepareStorageWhenReachable, StartupError } from './startup';
 // eslint-disable-next-line @typescript-eslint/no-require-imports -- loaded on demand, as said above
 const metricsModule = (): typeof import('./metrics') => require('./metrics') as typeof import('./metrics');
 
-// OpenTelemetry is loaded only when tracing is on: its SDK took about a second to load.
+// OpenTelemetry is loaded only when tracing is on: its SDK is slow to load.
 // eslint-disable-next-line @typescript-eslint/no-require-imports -- loaded on demand, as said above
 const tracingModule = (): typeof import('./tracing') => require('./tracing') as typeof import('./tracing');
 
