@@ -1,9 +1,10 @@
 // npm run build, also run by npm install (prepare) and before the jest suite, the contract
 // suite and the bench:
-// tsc compiles the service into dist/compiled/ (tsconfig.build.json, incremental), esbuild
-// bundles that JavaScript into the one file `npm start` runs, dist/server/main.js, and the
-// files the service reads at run time are copied beside it, afresh so that a deleted one
-// does not linger (db/files.ts, server/spec.ts and server/docs.ts name them from there).
+// tsc compiles the service into dist/compiled/ (tsconfig.build.json, incremental, ES module
+// syntax for the bundler), esbuild bundles that JavaScript into the one file `npm start`
+// runs, dist/server/main.js, and the files the service reads at run time are copied beside
+// it, afresh so that a deleted one does not linger (db/files.ts, server/spec.ts and
+// server/docs.ts name them from there).
 // Why one bundle: docs/layout.md, "One bundle".
 //
 // Nothing is done when no input is newer than the last build, as make decides: tsc's own

@@ -20,7 +20,7 @@ import { ChangeType, OpenAPITraverser, factsToChangelog, type IChange, type IFac
 import { RuleRunner } from '@useoptic/rulesets-base';
 import { BreakingChangesRuleset } from '@useoptic/standard-rulesets';
 import { parse } from 'yaml';
-import { z } from 'zod';
+import * as z from 'zod';
 
 type Document = Record<string, unknown>;
 

@@ -2,7 +2,7 @@
 // start-up with a message naming the variable. `Config` is inferred from the schema, so
 // a setting is written once.
 import { isIP } from 'node:net';
-import { z } from 'zod';
+import * as z from 'zod';
 import { defaultBounds } from '../domain/store';
 
 const boolean = z.enum(['true', 'false', '1', '0']).transform((v) => v === 'true' || v === '1');
