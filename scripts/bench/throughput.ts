@@ -45,12 +45,13 @@ const canPin = pinning && Number(cores) >= 2;
 // ---- processes -------------------------------------------------------------------
 
 const children = new Set<ChildProcess>();
+/** Children started in a process group of their own (npm start), signalled as a group. */
+const groupLeaders = new Set<ChildProcess>();
 
 function killAll(): void {
   for (const child of children) {
     try {
-      // npm start runs in its own process group: signal the whole group.
-      if (child.spawnargs[0] === 'npm') process.kill(-(child.pid as number), 'SIGKILL');
+      if (groupLeaders.has(child)) process.kill(-(child.pid as number), 'SIGKILL');
       else child.kill('SIGKILL');
     } catch {
       // already gone
@@ -97,6 +98,7 @@ async function start(
     detached: options.group ?? false,
   });
   children.add(child);
+  if (options.group) groupLeaders.add(child);
   let stderr = '';
   child.stderr?.on('data', (chunk: Buffer) => {
     if (stderr.length < 20_000) stderr += chunk.toString();
@@ -115,7 +117,7 @@ async function stop(server: Server): Promise<void> {
   const { child } = server;
   if (child.exitCode === null && child.signalCode === null) {
     const exited = new Promise((r) => child.once('exit', r));
-    const group = child.spawnargs[0] === 'npm';
+    const group = groupLeaders.has(child);
     const signal = (sig: NodeJS.Signals) => {
       try {
         if (group) process.kill(-(child.pid as number), sig);
@@ -130,6 +132,7 @@ async function stop(server: Server): Promise<void> {
     clearTimeout(timer);
   }
   children.delete(child);
+  groupLeaders.delete(child);
 }
 
 /** `npm start` without npm: the same node command, so its pid is the service's own. */
@@ -405,14 +408,18 @@ interface Ready {
   npm: number[];
 }
 
-/** ms from spawn to the first 200 from /healthz, on the existing database, by node and by `npm start`. */
+/**
+ * ms from spawn to the first 200 from /healthz, on the existing database, by node and by
+ * `npm start`: pinned to core 0 like every server here, so that this process's probes on
+ * core 1 do not take their CPU from the start they time.
+ */
 async function readiness(serviceEnv: Record<string, string>): Promise<Ready> {
   const ready: Ready = { direct: [], npm: [] };
   for (let i = 0; i < readyRuns; i++) {
-    const direct = await start('service', serviceCommand(), serviceEnv, { path: '/healthz' });
+    const direct = await start('service', serviceCommand(), serviceEnv, { path: '/healthz' }, { pin: true });
     ready.direct.push(direct.readyMs);
     await stop(direct);
-    const npm = await start('npm start', ['npm', 'start', '--silent'], serviceEnv, { path: '/healthz' }, { group: true });
+    const npm = await start('npm start', ['npm', 'start', '--silent'], serviceEnv, { path: '/healthz' }, { pin: true, group: true });
     ready.npm.push(npm.readyMs);
     await stop(npm);
   }
