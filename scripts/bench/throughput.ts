@@ -29,7 +29,7 @@ const rounds = Math.max(1, Math.floor(num('BENCH_LOAD_ROUNDS', 3)));
 const memoryFirst = Math.floor(num('BENCH_MEMORY_FIRST', 100_000));
 const memoryTotal = Math.floor(num('BENCH_MEMORY_REQUESTS', 1_000_000));
 const memoryCapS = num('BENCH_MEMORY_TIMEOUT', 900);
-const readyRuns = Math.floor(num('BENCH_READY_RUNS', 3));
+const readyRuns = Math.floor(num('BENCH_READY_RUNS', 5));
 /** Comma-separated parts of target names to run (all when unset): for quick comparisons while working. */
 const only = (env.BENCH_ONLY ?? '').split(',').filter(Boolean);
 /** A pet of the demo catalogue: the GETs read it and the orders buy it. */
