@@ -19,7 +19,7 @@ const servicePaths: Record<string, 'getHealth' | 'getReadiness'> = { '/healthz':
 export function servicePages(spec: OpenApiDocument, table: HandlerTable, ctx: AppContext): RequestHandler {
   // Their answers are still checked against the spec, as the validator checks every other.
   // The spec itself is checked by `npm run generate` (scripts/spec-check.ts).
-  const ajv = new Ajv({ strict: false, validateSchema: false });
+  const ajv = new Ajv({ strict: false, validateSchema: false, meta: false });
   ajv.addSchema({ components: spec.components }, 'spec');
   const conforms = new Map<string, ValidateFunction>();
   for (const [path, operation] of Object.entries(servicePaths)) {
