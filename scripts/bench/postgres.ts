@@ -16,13 +16,12 @@
 // hits both sides alike. Targets are marked met or not; it exits 0 either way.
 import { execFile, spawn, spawnSync, type ChildProcess } from 'node:child_process';
 import { mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
-import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
 import autocannon from 'autocannon';
 import { Client } from 'pg';
-import { clockTicks, stat } from './common';
+import { clockTicks, freePort, stat } from './common';
 
 const root = join(__dirname, '..', '..');
 const adminUrl = process.env.BENCH_PG_URL;
@@ -32,15 +31,6 @@ const connections = Number(process.env.BENCH_SHAPE_CONNECTIONS ?? 16);
 /** Some of the shapes, by key (sqlite, cluster, pg, pg2), while working; all when unset. */
 const only = (process.env.BENCH_SHAPES ?? 'sqlite,cluster,pg,pg2').split(',');
 const password = 'a long bench password';
-
-const freePort = () =>
-  new Promise<number>((resolve, reject) => {
-    const s = createServer().listen(0, '127.0.0.1', () => {
-      const { port } = s.address() as { port: number };
-      s.close(() => resolve(port));
-    });
-    s.on('error', reject);
-  });
 
 async function start(env: Record<string, string>): Promise<{ port: number; child: ChildProcess }> {
   const port = await freePort();
