@@ -86,6 +86,15 @@ export function prepared<T>(build: () => T): () => T {
 export const bound = (name: string) => sql`${sql.placeholder(name)}`;
 
 /**
+ * A named parameter, written `+?`: the same value (unary plus is no operation in SQLite),
+ * but one the query planner does not read. SQLite 3.54 marks a bare `?` compared in a
+ * WHERE clause as one whose value may change the plan, and better-sqlite3 clears the
+ * bindings after every run, which then recompiles the statement on the next: a few
+ * microseconds per run for a join or a filtered list (docs/storage.md, Statements).
+ */
+export const param = (name: string) => sql`+${sql.placeholder(name)}` as unknown as Placeholder;
+
+/**
  * A LIMIT bound at run time (a name) or written into the SQL (a number), for `.limit()`.
  * The SQLite that better-sqlite3 bundles reads the value bound to a bare `LIMIT ?` while
  * planning, so every new binding recompiles the statement: about 4 µs per run in a tight

@@ -4,7 +4,7 @@
 import { and, asc, count, desc, eq, gt, gte, inArray, isNull, lte, or, sql, type SQL } from 'drizzle-orm';
 import type { DeprecatedCalls, Queries, StoredIdempotency } from '../domain/storage';
 import type { Principal } from '../domain/types';
-import { bound, prepared, rowLimit, type Db } from './client';
+import { bound, param, prepared, rowLimit, type Db } from './client';
 import { toAccount, toApiKey, toCategory, toMessage, toOrder, toPet } from './rows';
 import {
   accounts,
@@ -44,7 +44,7 @@ function byShape<S, A extends Array<boolean | number>>(build: (...has: A) => S):
 // storage may be created before the migrations that make its tables) and reused for the
 // life of the storage: nothing is rendered or prepared per request.
 export function createQueries(db: Db): Queries {
-  const p = sql.placeholder;
+  const p = param;
 
   const insertAccount = prepared(() =>
     db
@@ -335,11 +335,13 @@ export function createQueries(db: Db): Queries {
       .where(eq(orders.id, p('id')))
       .prepare(),
   );
+  // `complete = 0` is written into the SQL: drizzle would bind `false` as a bare `?`,
+  // which the planner reads (db/client.ts, param).
   const openOrderOfPet = prepared(() =>
     db
       .select({ id: orders.id })
       .from(orders)
-      .where(and(eq(orders.petId, p('petId')), eq(orders.complete, false)))
+      .where(and(eq(orders.petId, p('petId')), eq(orders.complete, sql`0`)))
       .limit(rowLimit(1))
       .prepare(),
   );
@@ -390,18 +392,20 @@ export function createQueries(db: Db): Queries {
       .where(and(eq(messages.accountId, p('accountId')), eq(messages.status, 'queued')))
       .prepare(),
   );
-  // One UPDATE statement: atomic under SQLite's write lock, across processes too.
+  // One UPDATE statement: atomic under SQLite's write lock, across processes too. The
+  // status is written into the SQL, as `complete = 0` is above.
+  const queued = sql.raw(`'queued'`);
   const deliverDue = prepared(() => {
     const due = db
       .select({ id: messages.id })
       .from(messages)
-      .where(and(eq(messages.status, 'queued'), lte(messages.createdAt, p('createdBefore'))))
+      .where(and(eq(messages.status, queued), lte(messages.createdAt, p('createdBefore'))))
       .orderBy(asc(messages.createdAt))
       .limit(rowLimit('limit'));
     return db
       .update(messages)
       .set({ status: 'sent', sentAt: bound('sentAt') })
-      .where(and(eq(messages.status, 'queued'), inArray(messages.id, due)))
+      .where(and(eq(messages.status, queued), inArray(messages.id, due)))
       .returning({ id: messages.id, createdAt: messages.createdAt })
       .prepare();
   });
@@ -576,7 +580,7 @@ export const readOnly = [
  * write (db/sqlite-storage.ts).
  */
 export function createServiceQueries(db: Db) {
-  const p = sql.placeholder;
+  const p = param;
   // A lease: min(want, limit - hits) of a running window, or a new window's first grant.
   // The SET expressions all read the row as it was, so `granted` and `hits` agree.
   const fresh = sql`min(${p('want')}, ${p('limit')})`;

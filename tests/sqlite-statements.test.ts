@@ -82,5 +82,24 @@ describe('SQLite statements', () => {
     expect(prepared().slice(before)).toEqual([]);
   });
 
+  it('writes every parameter a WHERE clause compares as +?, which the planner does not read', async () => {
+    await everyLimitedStatement();
+    await storage.findKeyOwner('hash-1');
+    await storage.findPet(1);
+    await storage.findInventory(1);
+    await storage.findOrder(customer, 1);
+    await storage.findAccountByEmail('rows@example.com');
+    await storage.countActiveApiKeys(customer.accountId, '2026-01-01T00:00:00Z');
+    // A bare `?` in a WHERE clause is recompiled on every run (db/client.ts, param).
+    const bare = (source: string) =>
+      source
+        .split(/\bwhere\b/i)
+        .slice(1)
+        .some((clause) => /(?<![+(]|cast\()\?/.test(clause.replace(/cast\(\? as integer\)/gi, '')));
+    const filtered = prepared().filter((source) => /\bwhere\b.*\?/is.test(source));
+    expect(filtered.length).toBeGreaterThanOrEqual(15);
+    expect(filtered.filter(bare)).toEqual([]);
+  });
+
   afterAll(() => storage.close());
 });
