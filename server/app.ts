@@ -1,9 +1,12 @@
 // createApp builds the Express app and never listens: tests drive it in process,
-// server/main.ts serves it (server/http-server.ts). A request flows: (its metrics and span, when on) -> request id ->
-// (a stopping service says so; an overloaded one sheds; the probes answer here) ->
-// deprecation -> per-address rate limit -> access log -> sunset -> failed-login limit -> body -> express-openapi-validator
-// (route, security, schema) -> per-account rate limit -> handler, all in one Express
-// layer (inOneLayer, below) -> not found -> error mapper.
+// server/main.ts serves it (server/http-server.ts). A request flows: (its metrics and
+// span, when on) -> request id -> a declared body over the limit -> route (once) ->
+// (an overloaded service sheds; the probes, the contract and /docs answer here) ->
+// headers for browsers -> 404/405, or the operation's own chain, in the order of checks
+// (openapi.yaml, info: "Order of checks"): deprecation -> per-address limit -> access
+// log -> sunset -> sign-up or failed-login limit -> express-openapi-validator's match and
+// security (401, 403) -> per-account limit -> body -> integers -> the validator's request
+// and response checks -> handler; then the error mapper.
 import express, { type Express, type RequestHandler } from 'express';
 import * as OpenApiValidator from 'express-openapi-validator';
 import type { Db } from '../db/client';
@@ -11,7 +14,7 @@ import { createSqliteStorage } from '../db/sqlite-storage';
 import type { Storage } from '../domain/storage';
 import { createStore } from '../domain/store';
 import { handlers as defaultHandlers } from '../handlers';
-import { bodyReader, isStorableDateTime } from './body';
+import { bodyReader, declaredTooLarge, isStorableDateTime } from './body';
 import { browserHeaders } from './browser-headers';
 import { createDocsRouter } from './docs';
 import type { Config } from './config';
@@ -23,7 +26,7 @@ import { accessLog, createLogger, type Logger } from './log';
 import type { Metrics } from './metrics';
 import { canonicalIntegers } from './params';
 import { createPathTable } from './path-table';
-import { operationsHandler, type AppContext, type HandlerTable } from './operations';
+import { operationHandlers, type AppContext, type HandlerTable } from './operations';
 import { shedWhenOverloaded, type OverloadMonitor } from './overload';
 import { createRateLimiters, memoryStores, type RateLimitStoreFactory } from './rate-limit';
 import { createRateLimitStore } from './rate-limit-store';
@@ -85,16 +88,13 @@ export function createApp({
   const repos = createStore(storage, config.bounds, metrics?.events);
   const ctx: AppContext = { repos, config, log: logger };
   const operations = operationsOf(spec);
-  const deprecation = createDeprecation(operations, { now, calls: deprecatedCalls ?? createDeprecatedCallLog(storage, logger) });
 
   // Counters live where every process serving this database sees them: in the database
   // on PostgreSQL or with WEB_CONCURRENCY workers; one process alone keeps them in memory,
   // which spares the default path a write per request.
   const shared = storage.engine === 'postgres' || config.webConcurrency > 1;
   const stores = rateLimitStores ?? (shared ? (name: string) => createRateLimitStore(storage, name) : memoryStores);
-  const signUp = operations.createAccount;
-  const isSignUp = (req: express.Request) => signUp !== undefined && req.method === signUp.method.toUpperCase() && req.path === signUp.path;
-  const limits = createRateLimiters(config, logger, stores, isSignUp, metrics?.rateLimited);
+  const limits = createRateLimiters(config, logger, stores, metrics?.rateLimited);
 
   const app = express();
   app.disable('x-powered-by');
@@ -127,14 +127,28 @@ export function createApp({
     }
     next();
   };
-  // The contract and /docs, before the validator, which answers 404 for any path the
-  // spec does not declare. Their routers are entered only for their own paths.
+  // The contract and /docs, before routing, which answers 404 for any path the spec does
+  // not declare. Their routers are entered only for their own paths.
   const contract = specRouter(spec, givenSpec ? undefined : loadSpecYaml);
   const docs = createDocsRouter(spec);
   const contractAndDocs: RequestHandler = (req, res, next) => {
     const path = req.path;
     if (path === '/openapi.json' || path === '/openapi.yaml') return contract(req, res, next);
-    if (path === '/docs' || path.startsWith('/docs/')) return docs(req, res, next);
+    if (path === '/docs' || path === '/docs/') return docs(req, res, next);
+    if (path.startsWith('/docs/')) return docs(req, res, next);
+    next();
+  };
+  // Routing, once: the spec's path and the operation the method names there. A path the
+  // spec does not have is a 404 and a method it does not declare a 405 (dispatch, below),
+  // after the headers for browsers, so that a page on an allowed origin can read them.
+  const lookup = createPathTable(operations);
+  const route: RequestHandler = (req, _res, next) => {
+    const found = lookup(req.path);
+    if (found) {
+      req.specPath = found.specPath;
+      req.pathValues = found.values;
+      req.operation = found.specPath.operations.get(req.method.toLowerCase());
+    }
     next();
   };
   const validator = OpenApiValidator.middleware({
@@ -153,13 +167,54 @@ export function createApp({
     validateSecurity: { handlers: createSecurityHandlers(repos) },
     ignoreUndocumented: false,
     fileUploader: false,
-  });
-  // The validator matches `/pets/` to `/pets` (and would check its key first); routing is
-  // strict, so a trailing slash is an undeclared path whatever the credentials.
-  const noTrailingSlash: RequestHandler = (req, _res, next) => {
-    if (req.path.length > 1 && req.path.endsWith('/'))
-      return next(new ApiError('not_found', `Nothing is at ${req.method} ${req.path}`, 404));
-    next();
+  }) as unknown as RequestHandler[];
+  // The validator's steps, by the names it gives them, so that ours go between them in
+  // the one order of checks (openapi.yaml, info: "Order of checks").
+  const step = (name: string): RequestHandler => {
+    const found = validator.find((m) => m.name === name);
+    if (!found) throw new Error(`express-openapi-validator has no ${name} step: the order of checks cannot be kept`);
+    return found;
+  };
+  const matchOperation = [step('pathParamsMiddleware'), step('metadataMiddleware')];
+  const authenticate = step('securityMiddleware');
+  const validate = [step('requestMiddleware'), ...(config.validateResponses ? [step('responseMiddleware')] : [])];
+
+  // Each operation's own chain, put together here: only what the operation needs (a body
+  // reader where it takes a body, the login limiter where it takes a password), in the
+  // order of checks.
+  const handlerOf = operationHandlers(operations, { ...defaultHandlers, ...handlers } as never, ctx);
+  const deprecationOf = createDeprecation(operations, { now, calls: deprecatedCalls ?? createDeprecatedCallLog(storage, logger) });
+  const accessLine = accessLog(logger);
+  const body = bodyReader(config.bodyLimitBytes);
+  const chains = new Map<string, RequestHandler>();
+  for (const [id, entry] of Object.entries(operations)) {
+    const op = { ...entry, id };
+    const deprecation = deprecationOf(id);
+    const integers = canonicalIntegers(op);
+    const steps: RequestHandler[] = [
+      // First, so that every answer of a deprecated operation says so, a 401 or 429 included.
+      ...(deprecation ? [deprecation.headers] : []),
+      limits.perAddress,
+      accessLine,
+      ...(deprecation ? [deprecation.sunset] : []),
+      ...(id === 'createAccount' ? [limits.signups] : []),
+      ...(op.security === 'basic' ? [limits.logins] : []),
+      ...matchOperation,
+      authenticate,
+      ...(op.security !== 'public' ? [limits.perAccount] : []),
+      ...(op.body ? body : []),
+      ...(integers ? [integers] : []),
+      ...validate,
+      handlerOf(id),
+    ];
+    chains.set(id, inOneLayer(steps, lifecycle));
+  }
+  const dispatch: RequestHandler = (req, res, next) => {
+    const op = req.operation;
+    if (op) return (chains.get(op.id) as RequestHandler)(req, res, next);
+    if (!req.specPath) return next(new ApiError('not_found', `Nothing is at ${req.method} ${req.path}`, 404));
+    const allow = req.specPath.allow;
+    next(new ApiError('method_not_allowed', `${req.method} is not allowed on ${req.path}; allowed are ${allow}`, 405, { Allow: allow }));
   };
 
   app.use(
@@ -168,31 +223,19 @@ export function createApp({
         ...(metrics ? [metrics.requests(operations)] : []),
         ...(tracing ? [tracing.middleware] : []),
         first,
-        // Before anything may refuse the request, so that refusals carry them; a preflight is answered here.
-        browserHeaders(createPathTable(operations), config.corsOrigins),
+        declaredTooLarge(config.bodyLimitBytes),
+        route,
         // Before anything costs: while the event loop is behind, only /healthz gets through.
         shedWhenOverloaded(overload),
         servicePages(spec, { ...defaultHandlers, ...handlers }, ctx),
-        // First, so that every answer of a deprecated operation says so, a 401 or 429 included.
-        deprecation.headers,
-        limits.perAddress,
-        limits.signups,
-        accessLog(logger),
-        deprecation.sunset,
-        limits.logins,
         contractAndDocs,
-        canonicalIntegers(operations),
-        ...bodyReader(config.bodyLimitBytes),
-        noTrailingSlash,
-        // The validator's handler type predates Express 5's typings; at run time they match.
-        ...(validator as unknown as RequestHandler[]),
-        limits.perAccount,
-        operationsHandler(operations, { ...defaultHandlers, ...handlers } as never, ctx),
+        // Before anything may refuse the request, so that refusals carry them; a preflight is answered here.
+        browserHeaders(config.corsOrigins),
+        dispatch,
       ],
       lifecycle,
     ),
   );
-  app.use((req, _res, next) => next(new ApiError('not_found', `Nothing is at ${req.method} ${req.path}`, 404)));
   app.use(errorMapper(logger, metrics?.answered));
   return app;
 }

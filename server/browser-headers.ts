@@ -3,7 +3,6 @@
 // data (a 401 or 429 included); and, for the origins the operator allows (CORS_ORIGINS,
 // none by default), the CORS headers that let a page on them call the API.
 import type { RequestHandler } from 'express';
-import type { SpecPath } from './path-table';
 
 /** What a page may send beyond the CORS-safelisted headers. */
 const allowedRequestHeaders = 'Authorization, Content-Type, Idempotency-Key, X-Request-Id';
@@ -12,14 +11,11 @@ const exposedHeaders = 'Location, Link, RateLimit, RateLimit-Policy, Retry-After
 /** How long a browser may reuse a preflight's answer, in seconds. */
 const preflightMaxAge = '600';
 
-export function browserHeaders(lookup: (path: string) => SpecPath | undefined, corsOrigins: readonly string[]): RequestHandler {
+/** After routing (server/app.ts): reads the request's spec path and operation. */
+export function browserHeaders(corsOrigins: readonly string[]): RequestHandler {
   const origins = new Set(corsOrigins);
-  // Each path's methods as a preflight lists them, built on first use.
-  const methodsOf = new Map<SpecPath, string>();
   return (req, res, next) => {
-    const found = lookup(req.path);
-    // HEAD is answered by GET (server/app.ts, first).
-    const op = found?.operations.get(req.method.toLowerCase());
+    const op = req.operation;
     if (op && op.security !== 'public') res.setHeader('Cache-Control', 'no-store');
     if (origins.size === 0) return next();
     // The answer depends on the Origin whether or not it is allowed: caches must key on it.
@@ -28,13 +24,9 @@ export function browserHeaders(lookup: (path: string) => SpecPath | undefined, c
     if (origin === undefined || !origins.has(origin)) return next();
     res.setHeader('Access-Control-Allow-Origin', origin);
     // A preflight: OPTIONS naming the method to come, on a path of the spec.
+    const found = req.specPath;
     if (req.method === 'OPTIONS' && found && req.headers['access-control-request-method'] !== undefined) {
-      let methods = methodsOf.get(found);
-      if (methods === undefined) {
-        methods = [...found.operations.keys()].map((m) => m.toUpperCase()).join(', ');
-        methodsOf.set(found, methods);
-      }
-      res.setHeader('Access-Control-Allow-Methods', methods);
+      res.setHeader('Access-Control-Allow-Methods', found.allow);
       res.setHeader('Access-Control-Allow-Headers', allowedRequestHeaders);
       res.setHeader('Access-Control-Max-Age', preflightMaxAge);
       res.status(204).end();

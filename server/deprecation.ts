@@ -12,8 +12,6 @@ import type { OperationEntry } from './spec';
 interface DeprecatedOperation {
   operationId: string;
   name: string;
-  method: string;
-  pattern: RegExp;
   deprecation: string;
   sunset?: string;
   /** The sunset in ms since the epoch: from then on, 410. */
@@ -55,14 +53,10 @@ function deprecatedOperations(operations: Record<string, OperationEntry>): Depre
     }
     const params = [...path.matchAll(/\{(\w+)\}/g)].map((m) => m[1] as string);
     const { successor } = deprecated;
-    const source = path.replace(/[.*+?^$()|[\]\\]/g, '\\$&').replace(/\{\w+\}/g, '([^/]+)');
     const sunset = deprecated.sunset === undefined ? undefined : parseDate(deprecated.sunset, `${name} x-deprecated-sunset`);
     found.push({
       operationId,
       name,
-      method,
-      // Paths match exactly, trailing slash included (openapi.yaml, info): `/pets/7/` is not this operation.
-      pattern: new RegExp(`^${source}$`),
       deprecation: `@${Math.floor(parseDate(deprecated.since, `${name} x-deprecated-since`).getTime() / 1000)}`,
       ...(sunset && { sunset: sunset.toUTCString(), sunsetAt: sunset.getTime() }),
       ...(successor !== undefined && { successor: successorTemplate(successor, params, name) }),
@@ -85,62 +79,52 @@ function addLink(res: Response, link: string): void {
   res.setHeader('Link', [...existing, link].join(', '));
 }
 
+/**
+ * What a deprecated operation's chain runs (server/app.ts); nothing for the others.
+ * `headers` adds the headers to every response, errors included (a 401 or a 429 is still
+ * an answer from a deprecated endpoint), and counts the call once its caller is known.
+ * They are written just before the status line goes out, so a handler's own `Link` is
+ * kept beside the successor's. `sunset` answers 410 `gone` from the sunset on; it is
+ * placed after the access log and the per-address limit.
+ */
 export interface Deprecation {
-  /**
-   * Adds the headers to every response of a deprecated operation, errors included (a 401
-   * or a 429 is still an answer from a deprecated endpoint), and counts the call once
-   * its caller is known. The headers are written just before the status line goes out,
-   * so a handler's own `Link` is kept beside the successor's.
-   */
   headers: RequestHandler;
-  /** 410 `gone` for a deprecated operation past its sunset; placed after the access log and the per-address limit. */
   sunset: RequestHandler;
 }
 
 export function createDeprecation(
   table: Record<string, OperationEntry>,
   { now = Date.now, calls }: { now?: () => number; calls: DeprecatedCallLog },
-): Deprecation {
-  const operations = deprecatedOperations(table);
-  const matched = new WeakMap<Request, { op: DeprecatedOperation; values: string[] }>();
+): (operationId: string) => Deprecation | undefined {
+  const byId = new Map(deprecatedOperations(table).map((op) => [op.operationId, op]));
+  // The request's path parameters, as the successor's template takes them.
+  const valuesOf = (req: Request) => (req.pathValues ?? []).map(decode);
 
-  const headers: RequestHandler = (req, res, next) => {
-    if (operations.length === 0) return next();
-    // HEAD is answered by the GET operation.
-    const method = req.method === 'HEAD' ? 'get' : req.method.toLowerCase();
-    let values: string[] = [];
-    const op = operations.find((o) => {
-      if (o.method !== method) return false;
-      const match = o.pattern.exec(req.path);
-      if (match) values = match.slice(1).map(decode);
-      return match !== null;
-    });
-    if (!op) return next();
-    matched.set(req, { op, values });
-
-    // eslint-disable-next-line @typescript-eslint/unbound-method -- called below with apply(this)
-    const writeHead = res.writeHead;
-    res.writeHead = function (this: Response, ...args: Parameters<Response['writeHead']>) {
-      res.setHeader('Deprecation', op.deprecation);
-      if (op.sunset) res.setHeader('Sunset', op.sunset);
-      const target = op.successor?.(values);
-      if (target !== undefined) addLink(res, `<${target}>; rel="successor-version"`);
-      return writeHead.apply(this, args);
-    } as Response['writeHead'];
-    // Whatever the answer, a call by a known account counts: it still depends on the operation.
-    res.once('finish', () => {
-      if (req.principal) calls.add(op.operationId, req.principal.accountId, now());
-    });
-    next();
+  return (operationId) => {
+    const op = byId.get(operationId);
+    if (!op) return undefined;
+    const headers: RequestHandler = (req, res, next) => {
+      // eslint-disable-next-line @typescript-eslint/unbound-method -- called below with apply(this)
+      const writeHead = res.writeHead;
+      res.writeHead = function (this: Response, ...args: Parameters<Response['writeHead']>) {
+        res.setHeader('Deprecation', op.deprecation);
+        if (op.sunset) res.setHeader('Sunset', op.sunset);
+        const target = op.successor?.(valuesOf(req));
+        if (target !== undefined) addLink(res, `<${target}>; rel="successor-version"`);
+        return writeHead.apply(this, args);
+      } as Response['writeHead'];
+      // Whatever the answer, a call by a known account counts: it still depends on the operation.
+      res.once('finish', () => {
+        if (req.principal) calls.add(op.operationId, req.principal.accountId, now());
+      });
+      next();
+    };
+    const sunset: RequestHandler = (req, _res, next) => {
+      if (op.sunsetAt === undefined || now() < op.sunsetAt) return next();
+      const target = op.successor?.(valuesOf(req));
+      const instead = target === undefined ? '' : `; use ${target}`;
+      next(new ApiError('gone', `${op.name} was retired on ${op.sunset}${instead}`, 410));
+    };
+    return { headers, sunset };
   };
-
-  const sunset: RequestHandler = (req, _res, next) => {
-    const { op, values } = matched.get(req) ?? {};
-    if (op?.sunsetAt === undefined || now() < op.sunsetAt) return next();
-    const target = op.successor?.(values ?? []);
-    const instead = target === undefined ? '' : `; use ${target}`;
-    next(new ApiError('gone', `${op.name} was retired on ${op.sunset}${instead}`, 410));
-  };
-
-  return { headers, sunset };
 }

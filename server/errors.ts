@@ -125,8 +125,7 @@ function toApiError(err: unknown, req: Request): ApiError {
 
 /** RFC 9110 / RFC 6750: which challenge a 401 carries. */
 function challenge(req: Request): string {
-  const usesBasic = req.openapi?.schema.security?.some((s) => 'basicAuth' in s);
-  if (usesBasic) return 'Basic realm="petstore", charset="UTF-8"';
+  if (req.operation?.security === 'basic') return 'Basic realm="petstore", charset="UTF-8"';
   const sentBearerKey = /^bearer\s+\S/i.test(req.headers.authorization ?? '');
   return sentBearerKey ? 'Bearer realm="petstore", error="invalid_token"' : 'Bearer realm="petstore"';
 }

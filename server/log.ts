@@ -62,9 +62,9 @@ export function accessLog(log: Logger): RequestHandler {
       requestId: r.id,
       method: r.method,
       // The template when an operation matched; the path itself only when none did.
-      route: r.openapi?.openApiRoute,
-      ...(!r.openapi && { path: r.path }),
-      operationId: r.openapi?.schema.operationId,
+      route: r.operation?.path,
+      ...(!r.operation && { path: r.path }),
+      operationId: r.operation?.id,
       status: res.statusCode,
       durationMs: val.durationMs,
       accountId: r.principal?.accountId,

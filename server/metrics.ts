@@ -11,7 +11,6 @@ import type { Storage } from '../domain/storage';
 import type { StoreEvents } from '../domain/store';
 import type { ApiError } from './errors';
 import type { Logger } from './log';
-import { createPathTable } from './path-table';
 import type { OnRefusal, RateLimiterName } from './rate-limit';
 import type { OperationEntry } from './spec';
 import { StartupError } from './startup';
@@ -143,14 +142,11 @@ export function createMetrics(): Metrics {
       ...(deprecated && { deprecated: deprecatedCalls.labels({ operation }) }),
     });
     const byId = new Map<string, Named>();
-    const byEntry = new Map<OperationEntry, Named>();
     for (const [id, op] of Object.entries(operations)) {
       const name = named(id, op.method.toUpperCase(), op.path, op.deprecated !== undefined);
       byId.set(id, name);
-      byEntry.set(op, name);
       if (op.deprecated) deprecatedCalls.labels({ operation: id }).inc(0);
     }
-    const pathOf = createPathTable(operations);
     // Requests no operation matched: a few names per method, all bounded (Node's parser
     // takes only the methods HTTP defines; routes are templates or empty).
     const others = new Map<string, Named>();
@@ -161,15 +157,11 @@ export function createMetrics(): Metrics {
       return found;
     };
 
-    /** The name of a request no validator matched: refused early (rate limit, body), a page, or unmatched. */
-    const unvalidated = (req: Request): Named => {
+    /** The name of a request no operation of the spec matched: a page, or unmatched. */
+    const unmatched = (req: Request): Named => {
       const path = req.path;
       const method = req.method;
-      const specPath = pathOf(path);
-      if (specPath) {
-        const op = specPath.operations.get(method.toLowerCase());
-        return (op && byEntry.get(op)) ?? other('unmatched', method, specPath.path);
-      }
+      if (req.specPath) return other('unmatched', method, req.specPath.path);
       const page = pages.find((p) => (p.prefix ? path.startsWith(docsAssets) && !path.includes('/', docsAssets.length) : path === p.route));
       return other(page ? page.operation : 'unmatched', method, page ? page.route : '');
     };
@@ -179,8 +171,8 @@ export function createMetrics(): Metrics {
       // The client went before its answer was written: no status to count it under.
       if (!this.writableFinished) return;
       const req = this.req as Request;
-      const id = req.openapi?.schema.operationId;
-      const name = (id !== undefined && byId.get(id)) || unvalidated(req);
+      const id = req.operation?.id;
+      const name = (id !== undefined && byId.get(id)) || unmatched(req);
       const status = this.statusCode;
       let child = name.byStatus.get(status);
       if (!child) {

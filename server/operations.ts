@@ -69,38 +69,32 @@ export function notImplemented<K extends OperationId>(id: K): Handler<K> {
 export const isNotImplemented = (handler: unknown) => typeof handler === 'function' && notImplementedMarker in handler;
 
 /**
- * Serves every operation from one middleware, after the validator: it has matched the
- * request to its operation already (`req.openapi`), so a map from operationId to handler
- * replaces one Express route per operation, which the router would test one by one.
- * `operations` is the spec's operation table (`operationsOf` of the document being
- * served); start-up fails when it and the handler table disagree: openapi.yaml edited
- * without `npm run generate`, or a handler left behind by an operation removed from the
- * spec. Stubs are served (501) and logged.
+ * The middleware that serves each operation, by operationId, for the end of its chain
+ * (server/app.ts). `operations` is the spec's operation table (`operationsOf` of the
+ * document being served); start-up fails when it and the handler table disagree:
+ * openapi.yaml edited without `npm run generate`, or a handler left behind by an
+ * operation removed from the spec. Stubs are served (501) and logged.
  */
-export function operationsHandler(
+export function operationHandlers(
   operations: Record<string, OperationEntry>,
   handlers: Record<string, Handler<never> | undefined>,
   ctx: AppContext,
-): RequestHandler {
+): (id: string) => RequestHandler {
   const generated = operationTable as Record<string, OperationEntry>;
-  const byId = new Map<string, Handler<OperationId>>();
+  const byId = new Map<string, RequestHandler>();
   for (const [id, { method, path }] of Object.entries(operations)) {
-    const handler = handlers[id];
+    const handler = handlers[id] as Handler<OperationId> | undefined;
     if (!handler || generated[id]?.method !== method || generated[id]?.path !== path) {
       throw new Error(
         `Operation ${id} (${method.toUpperCase()} ${path}) has no matching handler: run \`npm run generate\` and implement it`,
       );
     }
-    byId.set(id, handler as unknown as Handler<OperationId>);
+    byId.set(id, async (req: Request, res: Response) => {
+      // Each Express layer resets req.params; the validator's are the coerced ones.
+      req.params = req.openapi?.pathParams ?? {};
+      send(res, await handler(inputOf(req), ctx));
+    });
   }
-  const serve: RequestHandler = async (req: Request, res: Response, next) => {
-    const id = req.openapi?.schema.operationId;
-    const handler = id === undefined ? undefined : byId.get(id);
-    if (!handler) return next();
-    // Each Express layer resets req.params; the validator's are the coerced ones.
-    req.params = req.openapi?.pathParams ?? {};
-    send(res, await handler(inputOf(req), ctx));
-  };
   const stray = Object.keys(handlers).filter((id) => !operations[id]);
   if (stray.length > 0) {
     throw new Error(
@@ -109,7 +103,7 @@ export function operationsHandler(
   }
   const stubs = Object.keys(operations).filter((id) => isNotImplemented(handlers[id]));
   if (stubs.length > 0) ctx.log.info({ operations: stubs }, 'operations not implemented yet (they answer 501)');
-  return serve;
+  return (id) => byId.get(id) as RequestHandler;
 }
 
 /**

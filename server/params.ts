@@ -4,56 +4,24 @@
 // list can serve. This runs before the validator and refuses them with 400.
 import type { RequestHandler } from 'express';
 import { validationFailed } from './errors';
-import type { OperationEntry } from './spec';
+import type { Operation } from './path-table';
 
 const canonicalInteger = /^-?(?:0|[1-9][0-9]*)$/;
 // A nested query value (`a[b]=1`) is no integer: '' fails the test above like any other.
 const textOf = (v: unknown) => (typeof v === 'string' ? v : '');
 
-interface IntegerParams {
-  pattern: RegExp;
-  /** Path parameter names in template order. */
-  path: Array<{ name: string; integer: boolean }>;
-  /** Query parameters holding integers: one, or a comma-separated list. */
-  query: Map<string, 'one' | 'list'>;
-}
-
-/** One entry per path template, from the operation table: any method's integers count. */
-function integerParamsOf(operations: Record<string, OperationEntry>): IntegerParams[] {
-  const byPath = new Map<string, IntegerParams & { integerPath: Set<string> }>();
-  for (const op of Object.values(operations)) {
-    let route = byPath.get(op.path);
-    if (!route) {
-      const pattern = new RegExp(`^${op.path.replace(/[.*+?^$()|[\]\\]/g, '\\$&').replace(/\{\w+\}/g, '([^/]+)')}$`);
-      route = { pattern, path: [], query: new Map(), integerPath: new Set() };
-      byPath.set(op.path, route);
-    }
-    for (const name of op.integers?.path ?? []) route.integerPath.add(name);
-    for (const [name, kind] of Object.entries(op.integers?.query ?? {})) route.query.set(name, kind);
-  }
-  return [...byPath].map(([template, { pattern, query, integerPath }]) => ({
-    pattern,
-    path: [...template.matchAll(/\{(\w+)\}/g)].map((m) => ({ name: m[1] as string, integer: integerPath.has(m[1] as string) })),
-    query,
-  }));
-}
-
-export function canonicalIntegers(operations: Record<string, OperationEntry>): RequestHandler {
-  const table = integerParamsOf(operations);
+/**
+ * The check for one operation's integer parameters, or undefined when it has none. Runs
+ * in the operation's chain, after routing (req.pathValues) and before the validator.
+ */
+export function canonicalIntegers(op: Operation): RequestHandler | undefined {
+  const integerPath = new Set(op.integers?.path ?? []);
+  const path = [...op.path.matchAll(/\{(\w+)\}/g)].map((m) => ({ name: m[1] as string, integer: integerPath.has(m[1] as string) }));
+  const query = Object.entries(op.integers?.query ?? {});
+  if (integerPath.size === 0 && query.length === 0) return undefined;
   return (req, _res, next) => {
-    const path = req.path;
-    let route: IntegerParams | undefined;
-    let match: RegExpExecArray | null = null;
-    for (const r of table) {
-      match = r.pattern.exec(path);
-      if (match) {
-        route = r;
-        break;
-      }
-    }
-    if (!route || !match) return next();
-    const values = match.slice(1);
-    for (const [i, param] of route.path.entries()) {
+    const values = req.pathValues ?? [];
+    for (const [i, param] of path.entries()) {
       if (!param.integer) continue;
       let value: string;
       try {
@@ -66,11 +34,11 @@ export function canonicalIntegers(operations: Record<string, OperationEntry>): R
       }
     }
     // Express 5 parses the query string again on every read of req.query: read it once.
-    const query = route.query.size > 0 ? req.query : {};
-    for (const [name, kind] of route.query) {
-      const given = query[name];
-      if (given === undefined) continue;
-      const texts = (Array.isArray(given) ? given : [given]).flatMap((v) => (kind === 'list' ? textOf(v).split(',') : [textOf(v)]));
+    const given = query.length > 0 ? req.query : {};
+    for (const [name, kind] of query) {
+      const value = given[name];
+      if (value === undefined) continue;
+      const texts = (Array.isArray(value) ? value : [value]).flatMap((v) => (kind === 'list' ? textOf(v).split(',') : [textOf(v)]));
       if (!texts.every((text) => canonicalInteger.test(text))) {
         return next(
           validationFailed(`request/query/${name} must be ${kind === 'list' ? 'integers' : 'an integer'} written in plain decimal digits`),

@@ -178,6 +178,7 @@ function partitionKey(key: string): string {
 /** Hears each request a limiter refuses (server/metrics.ts counts them by limiter). */
 export type OnRefusal = (limiter: RateLimiterName) => void;
 
+/** Each is placed in the chains of the operations it limits (server/app.ts). */
 export interface RateLimiters {
   /** Every request, before authentication. */
   perAddress: RequestHandler;
@@ -201,8 +202,6 @@ export function createRateLimiters(
   >,
   log: Logger,
   stores: RateLimitStoreFactory = memoryStores,
-  /** Whether a request is a sign-up (the spec's createAccount operation). */
-  isSignUp: (req: Request) => boolean = () => false,
   onRefusal?: OnRefusal,
 ): RateLimiters {
   const login = {
@@ -277,7 +276,6 @@ export function createRateLimiters(
         windowMs: 3_600_000,
         limit: config.signupsPerAddressPerHour,
         headers: true,
-        skip: (req) => !isSignUp(req),
         keyGenerator: (req) => `ip:${addressOf(req)}`,
         // A sign-up refused (a taken email, a bad body) made nothing.
         counts: (res) => res.statusCode === 201,

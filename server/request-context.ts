@@ -1,12 +1,20 @@
-// What the pipeline attaches to a request: the validator's match (`openapi`), the
-// caller found by the security handlers (`principal`) and, when tracing, its span's ids.
+// What the pipeline attaches to a request: the route (`specPath`, `operation`), the
+// validator's match (`openapi`), the caller found by the security handlers (`principal`)
+// and, when tracing, its span's ids.
 import type { Principal } from '../domain/types';
 import type { ApiError } from './errors';
+import type { Operation, SpecPath } from './path-table';
 
 declare global {
   // eslint-disable-next-line @typescript-eslint/no-namespace
   namespace Express {
     interface Request {
+      /** The spec's path the request path is, when it is one (server/app.ts, route). */
+      specPath?: SpecPath;
+      /** The operation its method names on that path. */
+      operation?: Operation;
+      /** The raw values of the path template's parameters, in template order. */
+      pathValues?: string[];
       openapi?: {
         openApiRoute: string;
         /** The path parameters, coerced to their schema types by the request validator. */

@@ -114,8 +114,7 @@ export function createSecurityHandlers(repos: Store) {
       }
       const principal: Principal = { accountId: owner.accountId, role: owner.role };
       req.principal = principal;
-      const required = req.openapi?.schema['x-required-role'];
-      if (required === 'admin' && principal.role !== 'admin') refuse(req, forbidden());
+      if (req.operation?.requiredRole === 'admin' && principal.role !== 'admin') refuse(req, forbidden());
       return true;
     },
 

@@ -48,6 +48,8 @@ export interface OperationEntry {
   security: 'public' | 'bearer' | 'basic';
   /** `x-required-role`, when the operation names one. */
   requiredRole?: string;
+  /** Whether it takes a request body (server/body.ts reads only these). */
+  body?: true;
   /** The deprecation extensions, exactly as written, when the operation is `deprecated`. */
   deprecated?: { since?: string; sunset?: string; successor?: string; declaresGone: boolean };
   /**
@@ -133,6 +135,7 @@ export function operationsOf(doc: { paths: Record<string, unknown> } & Record<st
       if (!tag) throw new Error(`${id} has no tag: every operation belongs to one handler module`);
       const entry: OperationEntry = { method, path, tag, security: securityOf(op.security ?? doc.security) };
       if (typeof op['x-required-role'] === 'string') entry.requiredRole = op['x-required-role'];
+      if (op.requestBody !== undefined) entry.body = true;
       if (op.deprecated === true) {
         // The 410 it answers past its sunset must be in its responses (server/deprecation.ts).
         const declaresGone = Object.hasOwn(op.responses ?? {}, '410');

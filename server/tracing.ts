@@ -62,9 +62,9 @@ export function serverSpans(tracer: Tracer): RequestHandler {
     );
     req.trace = span.spanContext();
     res.once('close', () => {
-      const route = req.openapi?.openApiRoute;
+      const route = req.operation?.path;
       const status = res.statusCode;
-      span.updateName(req.openapi?.schema.operationId ?? method);
+      span.updateName(req.operation?.id ?? method);
       if (route) span.setAttribute('http.route', route);
       span.setAttribute('http.response.status_code', status);
       if (status >= 500) {

@@ -1,16 +1,21 @@
 // express-openapi-validator is pinned and carried with patches/express-openapi-validator+<version>.patch,
 // applied at install by patch-package (postinstall): the route-matcher cache of upstream's
 // pull request 1217 (cdimascio/express-openapi-validator), keyed by the route in a map per
-// pair of routing flags rather than by a JSON string built per route and request, and no OpenAPI meta-schema
-// compile when `validateApiSpec` is false. These fail when an upgrade drops the patch or
-// the pin, so that the patch is either carried forward or deleted once upstream ships it.
+// pair of routing flags rather than by a JSON string built per route and request; no OpenAPI meta-schema
+// compile when `validateApiSpec` is false; and the query string read without url.parse(),
+// which Node 24 deprecates (DEP0169: a warning at the first request) and makes slow when
+// called from node_modules. These fail when an upgrade drops the patch or the pin, so that
+// the patch is either carried forward or deleted once upstream ships it.
 import { readdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import * as framework from 'express-openapi-validator/dist/framework';
 import { OpenApiContext } from 'express-openapi-validator/dist/framework/openapi.context';
 import * as schemaValidator from 'express-openapi-validator/dist/framework/openapi.schema.validator';
+import url from 'node:url';
+import request from 'supertest';
 import { loadSpec } from '../server/spec';
 import { repoRoot } from '../scripts/server-process';
+import { customer, setupApp } from './helpers';
 
 const pkg = JSON.parse(readFileSync(join(repoRoot, 'package.json'), 'utf8'));
 const installed = JSON.parse(readFileSync(join(repoRoot, 'node_modules/express-openapi-validator/package.json'), 'utf8')).version;
@@ -46,6 +51,19 @@ describe('express-openapi-validator, as patched at install', () => {
       expect(built).toHaveBeenCalledTimes(1);
     } finally {
       built.mockRestore();
+    }
+  });
+
+  it('reads the query string without url.parse()', async () => {
+    const t = setupApp();
+    const me = await customer(t.app);
+    const parse = jest.spyOn(url, 'parse');
+    try {
+      const res = await request(t.app).get('/pets?limit=2&status=available').set(me.auth);
+      expect(res.status).toBe(200);
+      expect(parse).not.toHaveBeenCalled();
+    } finally {
+      parse.mockRestore();
     }
   });
 });

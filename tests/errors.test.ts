@@ -145,7 +145,7 @@ describe('errors', () => {
     it('answers an undeclared method with 405 and Allow', async () => {
       const res = await request(t.app).patch('/pets').set(boss.auth);
       expectError(res, 405, 'method_not_allowed');
-      expect(res.headers.allow).toBe('POST, GET');
+      expect(res.headers.allow).toBe('GET, POST');
     });
   });
 
@@ -206,18 +206,19 @@ describe('a response that breaks the contract', () => {
 });
 
 describe('rate limit', () => {
-  // Each test gets its own app, so none depends on what an earlier one used up.
+  // Each test gets its own app, so none depends on what an earlier one used up. Requests
+  // without a key count against their address before authentication refuses them.
   const exhausted = async () => {
     const t = setupApp({ env: { RATE_LIMIT_PER_MINUTE: '3' } });
     const statuses: number[] = [];
-    for (let i = 0; i < 3; i++) statuses.push((await request(t.app).get('/nowhere')).status);
-    expect(statuses).toEqual([404, 404, 404]);
+    for (let i = 0; i < 3; i++) statuses.push((await request(t.app).get('/pets')).status);
+    expect(statuses).toEqual([401, 401, 401]);
     return t;
   };
 
   it('answers the fourth request in a minute with 429, Retry-After and RateLimit headers', async () => {
     const t = await exhausted();
-    const res = await request(t.app).get('/nowhere');
+    const res = await request(t.app).get('/pets');
     expectError(res, 429, 'rate_limited');
     expect(Number(res.headers['retry-after'])).toBeGreaterThan(0);
     expect(res.headers['ratelimit-policy']).toMatch(/q=3; w=60/);
@@ -226,7 +227,9 @@ describe('rate limit', () => {
 
   it('keeps /healthz answering while a client is limited', async () => {
     const t = await exhausted();
-    expectError(await request(t.app).get('/nowhere'), 429, 'rate_limited');
+    expectError(await request(t.app).get('/pets'), 429, 'rate_limited');
     expect((await request(t.app).get('/healthz')).status).toBe(200);
+    // Routing comes first: an unknown path is still a 404 for a limited client.
+    expectError(await request(t.app).get('/nowhere'), 404, 'not_found');
   });
 });

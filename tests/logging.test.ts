@@ -74,9 +74,9 @@ describe('what an outsider can repeat', () => {
   it('writes one warn line when an address hits its limit, not one line per refused request', async () => {
     const logged = captureLog('info');
     const t = setupApp({ log: logged.log, env: { RATE_LIMIT_PER_MINUTE: '2' } });
-    for (let i = 0; i < 2; i++) await request(t.app).get('/nowhere');
+    for (let i = 0; i < 2; i++) await request(t.app).get('/pets');
     const before = logged.lines().length;
-    for (let i = 0; i < 20; i++) expectError(await request(t.app).get('/nowhere'), 429, 'rate_limited');
+    for (let i = 0; i < 20; i++) expectError(await request(t.app).get('/pets'), 429, 'rate_limited');
     const after = logged.lines().slice(before);
     expect(after).toEqual([expect.objectContaining({ level: 40, msg: 'rate limit reached', limiter: 'address' })]);
   });
