@@ -199,7 +199,8 @@ function merged(schema: unknown): Json {
       else if (['minLength', 'minimum', 'minItems', 'minProperties'].includes(k) && typeof mine === 'number' && typeof v === 'number')
         out[k] = Math.max(mine, v);
       else if (k === 'properties') out[k] = { ...(v as Json), ...(mine as Json) };
-      else if (k === 'required' && Array.isArray(mine) && Array.isArray(v)) out[k] = [...new Set([...mine, ...v])];
+      else if (k === 'required' && Array.isArray(mine) && Array.isArray(v))
+        out[k] = [...new Set([...(mine as unknown[]), ...(v as unknown[])])];
     }
   }
   return out;
