@@ -61,12 +61,29 @@ export default tseslint.config(
     },
   },
   {
-    // contract/ ships to CI jobs and scripts/ to operators: neither may depend on the suite's helpers.
-    files: ['contract/**', 'scripts/**'],
+    // scripts/ ships to operators: it may not depend on the suite's helpers.
+    files: ['scripts/**'],
     rules: {
       'no-restricted-imports': [
         'error',
         { patterns: [{ group: ['**/tests/**'], message: 'contract/ and scripts/ import no test helpers (docs/layout.md).' }] },
+      ],
+    },
+  },
+  {
+    // contract/ is a package of its own (contract/package.json), installed without the service.
+    files: ['contract/**'],
+    rules: {
+      'no-restricted-imports': [
+        'error',
+        {
+          patterns: [
+            {
+              group: ['../*', '!../package.json', 'express*', 'better-sqlite3', 'pg', 'drizzle-orm*', 'supertest'],
+              message: 'contract/ is a package of its own: it imports only itself, node:, and the dependencies in contract/package.json.',
+            },
+          ],
+        },
       ],
     },
   },

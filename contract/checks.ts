@@ -27,6 +27,8 @@ export interface Exchange {
   response: ReceivedResponse;
   /** For 405 answers: the methods the path declares. */
   allowed?: string[];
+  /** Sent to spend a limit on purpose (to see its 429): neither paced nor retried. */
+  spending?: boolean;
   failures: string[];
 }
 

@@ -1,160 +1,239 @@
-// npm run test:contract [-- --base-url URL --key KEY [--admin-key KEY]] [--seed N] [--runs N] [--spec PATH] [--via-prism]
+// petstore-contract --base-url URL [--key KEY] [--admin-key KEY] [--junit FILE] [--json FILE] [--seed N] [--runs N] [--spec PATH]
 //
-// Without --base-url it starts this project's server on 127.0.0.1 with a fresh database
-// (and a second one with a tiny rate limit, where 429 is reachable), makes an admin with
-// `npm run account:create`, and tests them. Exits 1 on any failure.
-import { randomBytes } from 'node:crypto';
-import { parseArgs } from 'node:util';
-import { ResponseValidator } from './checks';
+// Tells whether a running service honours the contract. Exit codes: 0 it conforms, 1 it
+// does not (each failure printed, and in the reports), 2 nothing could be checked (a
+// usage error, no answer from the URL, a key refused), said in one line on stderr.
+// The package's bin runs this against any URL; the service's repository runs it through
+// scripts/test-contract.ts, which can also start the service itself (`npm run test:contract`).
+import { mkdirSync, writeFileSync } from 'node:fs';
+import { dirname } from 'node:path';
+import { parseArgs, type ParseArgsConfig } from 'node:util';
+import pkg from './package.json';
+import { ResponseValidator, type Exchange } from './checks';
 import { HttpClient } from './http';
+import { jsonReport, junitCannotCheck, junitReport, type ReportContext } from './junit';
+import { statedLimits } from './limits';
 import { formatFailure, formatReport } from './report';
-import { runSuite, type RunOptions } from './runner';
-import { PrismRoutedClient, responseViolations, startPrism, type PrismProxy } from './prism';
-import { createAdmin, startService, type LocalService } from './server';
-import { defaultSpecPath, loadContract } from './spec';
+import { CannotCheck, runSuite, type RunOptions } from './runner';
+import { defaultSpecPath, loadContract, type Contract } from './spec';
 
-const usage = `Usage: npm run test:contract -- [--base-url URL --key KEY [--admin-key KEY]] [--seed N] [--runs N] [--spec PATH]
+type Values = Record<string, string | boolean | undefined>;
 
-  (no --base-url)   start this project's server on 127.0.0.1 with a fresh database and test it
-  --base-url URL    test a running deployment instead
-  --key KEY         a customer's API key for that deployment (required with --base-url)
-  --admin-key KEY   an admin's key, so that admin operations are covered beyond 401/403
-  --seed N          reproduce a run (every run prints its seed)
+/** What to test, and anything that goes with it (a proxy in front, services to stop). */
+export interface Target {
+  baseUrl: string;
+  /** The client the traffic goes through, when not straight to baseUrl. */
+  client?: HttpClient;
+  options?: Partial<RunOptions>;
+  onExchange?: (ex: Exchange) => void;
+  /** Failures found by another validator than the suite's, read once the run is over. */
+  outside?: () => string[];
+  /** What the target printed, shown when requests got no answer. */
+  output?: () => string;
+  stop(): Promise<void>;
+}
+
+/** The program the suite runs as: the package's bin, or the repository's `npm run test:contract`. */
+export interface Program {
+  /** How a person runs it, for the usage and the command that repeats a run. */
+  name: string;
+  usage?: string;
+  options?: NonNullable<ParseArgsConfig['options']>;
+  /** What to test when --base-url is not given; without it, --base-url is required. */
+  local?: (values: Values, contract: Contract) => Promise<Target>;
+  /** Wraps the target (a validating proxy in front of it). */
+  around?: (values: Values, target: Target, specPath: string) => Promise<Target>;
+}
+
+export const tool = `${pkg.name} ${pkg.version}`;
+
+const usage = (program: Program) => `Usage: ${program.name} --base-url URL [options]
+
+  --base-url URL    the service to check (traffic goes only there)
+  --key KEY         a customer's API key on it; without it, the account the suite signs up
+  --admin-key KEY   a key of the role that x-required-role operations need, so that they are
+                    covered beyond 401 and 403
+  --junit FILE      write JUnit XML there (a test case per request and per documented status),
+                    and the JSON report beside it (FILE with .json)
+  --json FILE       write the JSON report there
+  --seed N          repeat a run (every run prints its seed)
   --runs N          resources made per create operation and samples per read (default 3)
-  --spec PATH       the contract to test against (default: this project's openapi.yaml)
+  --spec PATH       the contract to check against (default: the openapi.yaml the suite carries)
+  --body-limit N    bytes above which a body must be refused with 413 (default: the spec's)
   --verbose, -v     print every request and its answer, one line each
-  --body-limit N    bytes above which a body must be refused with 413 (default: the limit the spec's info.description states)
-  --via-prism       send the traffic through Stoplight Prism (prism proxy), and fail on any
-                    response violation it reports as well`;
+  --version         print the suite's version and the contract's
+${program.usage ?? ''}
+Exit codes: 0 conforms, 1 conformance failures, 2 cannot check (one line on stderr).`;
 
-function bodyLimitFromSpec(description: unknown): number | undefined {
-  const match = /bodies over (\d+)\s*KiB/i.exec(String(description ?? ''));
+const options = {
+  'base-url': { type: 'string' },
+  key: { type: 'string' },
+  'admin-key': { type: 'string' },
+  junit: { type: 'string' },
+  json: { type: 'string' },
+  seed: { type: 'string' },
+  runs: { type: 'string' },
+  spec: { type: 'string' },
+  'body-limit': { type: 'string' },
+  verbose: { type: 'boolean', short: 'v' },
+  version: { type: 'boolean' },
+  help: { type: 'boolean', short: 'h' },
+} as const;
+
+function bodyLimitOf(contract: Contract): number | undefined {
+  const info = contract.doc.info as { description?: unknown } | undefined;
+  const stated = statedLimits(info).bodyBytes;
+  if (stated) return stated;
+  const match = /bodies over (\d+)\s*KiB/i.exec(String(info?.description ?? ''));
   return match ? Number(match[1]) * 1024 : undefined;
 }
 
-async function main(): Promise<number> {
-  const { values } = parseArgs({
-    options: {
-      'base-url': { type: 'string' },
-      key: { type: 'string' },
-      'admin-key': { type: 'string' },
-      seed: { type: 'string' },
-      runs: { type: 'string' },
-      spec: { type: 'string' },
-      'body-limit': { type: 'string' },
-      verbose: { type: 'boolean', short: 'v' },
-      'via-prism': { type: 'boolean' },
-      help: { type: 'boolean', short: 'h' },
-    },
-  });
+function write(file: string, text: string): void {
+  mkdirSync(dirname(file), { recursive: true });
+  writeFileSync(file, text);
+}
+
+/**
+ * Before any traffic: the URL answers, and the keys given are taken (a GET that needs a
+ * key and nothing else; for the admin key, one that needs its role when there is one).
+ */
+async function preflight(client: HttpClient, contract: Contract, baseUrl: string, values: Values): Promise<void> {
+  const plain = (role: boolean) =>
+    contract.operations.find(
+      (op) =>
+        op.method === 'get' && op.security === 'bearer' && !!op.role === role && !op.params.some((p) => p.required || p.in === 'path'),
+    );
+  const ask = async (path: string, key?: string) => {
+    try {
+      return await client.send({
+        method: 'GET',
+        path,
+        headers: { Accept: 'application/json', ...(key ? { Authorization: `Bearer ${key}` } : {}) },
+      });
+    } catch (error) {
+      throw new CannotCheck(`no answer from ${baseUrl}: ${error instanceof Error ? error.message : String(error)}`);
+    }
+  };
+  const said = (res: { status: number; json?: unknown }) => {
+    const message = (res.json as { message?: unknown } | undefined)?.message;
+    return typeof message === 'string' ? `${res.status}: ${message}` : String(res.status);
+  };
+  const probe = plain(false) ?? plain(true);
+  const key = values.key as string | undefined;
+  const answer = await ask(probe?.path ?? contract.paths[0] ?? '/', key);
+  if (key && probe && answer.status === 401) throw new CannotCheck(`${baseUrl} refused the --key (${said(answer)})`);
+  const admin = values['admin-key'] as string | undefined;
+  if (admin && probe) {
+    const roleProbe = plain(true);
+    const res = await ask((roleProbe ?? probe).path, admin);
+    if (res.status === 401) throw new CannotCheck(`${baseUrl} refused the --admin-key (${said(res)})`);
+    if (roleProbe && res.status === 403) {
+      throw new CannotCheck(`the --admin-key is not a key of the ${roleProbe.role} role: GET ${roleProbe.path} answered ${said(res)}`);
+    }
+  }
+}
+
+export async function main(argv: string[], program: Program): Promise<number> {
+  // Where "cannot check" is written as well, once the options are read.
+  const reports: { junit?: string } = {};
+  const cannotCheck = (message: string) => {
+    console.error(`${program.name}: cannot check: ${message}`);
+    if (reports.junit) write(reports.junit, junitCannotCheck(tool, message));
+    return 2;
+  };
+  let values: Values;
+  try {
+    values = parseArgs({ args: argv, options: { ...options, ...program.options }, allowPositionals: false }).values;
+  } catch (error) {
+    return cannotCheck(`${error instanceof Error ? error.message : String(error)} (see --help)`);
+  }
+  const junitFile = values.junit as string | undefined;
+  reports.junit = junitFile;
   if (values.help) {
-    console.log(usage);
+    console.log(usage(program));
+    return 0;
+  }
+  const specPath = (values.spec as string | undefined) ?? defaultSpecPath;
+  let contract: Contract;
+  try {
+    contract = loadContract(specPath);
+  } catch (error) {
+    return cannotCheck(`cannot read the contract ${specPath}: ${error instanceof Error ? error.message : String(error)}`);
+  }
+  const info = contract.doc.info as { title?: string; version?: string } | undefined;
+  if (values.version) {
+    console.log(`${tool} (contract: ${info?.title ?? '?'} ${info?.version ?? '?'}, ${specPath})`);
     return 0;
   }
   const seed = values.seed !== undefined ? Number(values.seed) : Math.floor(Math.random() * 2 ** 31);
   const runs = values.runs !== undefined ? Number(values.runs) : 3;
-  if (!Number.isInteger(seed) || seed < 0 || !Number.isInteger(runs) || runs < 1 || runs > 50) {
-    console.error(`--seed must be a non-negative integer and --runs 1 to 50.\n\n${usage}`);
-    return 2;
+  if (!Number.isInteger(seed) || seed < 0) return cannotCheck('--seed must be a non-negative integer');
+  if (!Number.isInteger(runs) || runs < 1 || runs > 50) return cannotCheck('--runs must be an integer from 1 to 50');
+  const remote = values['base-url'] as string | undefined;
+  if (!remote && !program.local) return cannotCheck('--base-url is required (see --help)');
+  if (remote) {
+    try {
+      if (!/^https?:$/.test(new URL(remote).protocol)) throw new Error('not http');
+    } catch {
+      return cannotCheck(`--base-url ${remote} is not an http:// or https:// URL`);
+    }
   }
-  const remote = values['base-url'];
-  if (remote && !values.key) {
-    console.error(`--base-url needs --key (a customer's API key).\n\n${usage}`);
-    return 2;
-  }
-  if (!remote && (values.key || values['admin-key'])) {
-    console.error(`--key and --admin-key go with --base-url.\n\n${usage}`);
-    return 2;
-  }
-
-  const contract = loadContract(values.spec ?? defaultSpecPath);
-  const validator = new ResponseValidator(contract);
-  // One source: the limit the contract states, unless the caller names another.
-  const bodyLimitBytes = values['body-limit']
-    ? Number(values['body-limit'])
-    : bodyLimitFromSpec((contract.doc.info as { description?: unknown } | undefined)?.description);
-  if (bodyLimitBytes === undefined) {
-    console.error(`The spec's info.description states no body limit ("bodies over N KiB"); pass --body-limit.\n\n${usage}`);
-    return 2;
+  if (!remote && (values.key || values['admin-key'])) return cannotCheck('--key and --admin-key go with --base-url');
+  const bodyLimitBytes = values['body-limit'] !== undefined ? Number(values['body-limit']) : bodyLimitOf(contract);
+  if (bodyLimitBytes === undefined || !Number.isInteger(bodyLimitBytes) || bodyLimitBytes < 1) {
+    return cannotCheck('the spec states no body limit (info.x-limits.bodyBytes, or "bodies over N KiB"): pass --body-limit');
   }
 
-  const reproduceArgs = [`--seed ${seed}`];
-  if (runs !== 3) reproduceArgs.push(`--runs ${runs}`);
-  if (values.spec) reproduceArgs.push(`--spec ${values.spec}`);
-  if (values['via-prism']) reproduceArgs.push('--via-prism');
-  if (remote) reproduceArgs.push(`--base-url ${remote}`, '--key <KEY>', ...(values['admin-key'] ? ['--admin-key <ADMIN_KEY>'] : []));
-  const reproduce = `Reproduce with: npm run test:contract -- ${reproduceArgs.join(' ')}`;
+  const repeat = [`--seed ${seed}`];
+  if (runs !== 3) repeat.push(`--runs ${runs}`);
+  if (values.spec) repeat.push(`--spec ${String(values.spec)}`);
+  for (const [name, config] of Object.entries(program.options ?? {})) {
+    if (config.type === 'boolean' && values[name]) repeat.push(`--${name}`);
+  }
+  if (remote)
+    repeat.push(
+      `--base-url ${remote}`,
+      ...(values.key ? ['--key <KEY>'] : []),
+      ...(values['admin-key'] ? ['--admin-key <ADMIN_KEY>'] : []),
+    );
+  const reproduce = `Reproduce with: ${program.name} ${repeat.join(' ')}`;
 
-  const started = Date.now();
-  const services: Array<LocalService | PrismProxy> = [];
+  const startedAt = new Date();
+  let target: Target | undefined;
   const clients: HttpClient[] = [];
-  const stopAll = () => Promise.all(services.map((s) => s.stop()));
-  const prismViolations: string[] = [];
-  const onSignal = () => void stopAll().then(() => process.exit(130));
+  const onSignal = () => void (target?.stop() ?? Promise.resolve()).then(() => process.exit(130));
   process.once('SIGINT', onSignal);
   process.once('SIGTERM', onSignal);
   try {
-    let options: Omit<RunOptions, 'client' | 'contract' | 'validator'>;
-    let baseUrl: string;
     if (remote) {
-      baseUrl = remote;
-      options = {
-        seed,
-        runs,
-        bodyLimitBytes,
-        customerKey: values.key,
-        adminKey: values['admin-key'],
-        rateLimitReason: "the deployment's rate limit is not known to the suite, and this run's traffic did not reach it",
+      target = {
+        baseUrl: remote,
+        options: { customerKey: values.key as string | undefined, adminKey: values['admin-key'] as string | undefined },
+        stop: async () => {},
       };
     } else {
-      const rateLimit = 1_000_000;
-      console.log('Starting the service on 127.0.0.1 with a fresh database…');
-      // The suite sends many wrong Basic credentials on purpose: no login lockout here.
-      const service = await startService({
-        RATE_LIMIT_PER_MINUTE: String(rateLimit),
-        LOGIN_FAILURES_PER_ACCOUNT: String(rateLimit),
-        LOGIN_FAILURES_PER_ADDRESS: String(rateLimit),
-        // The suite signs up many accounts from one address; the limit has its own tests.
-        SIGNUPS_PER_ADDRESS_PER_HOUR: String(rateLimit),
-        // Low enough that the suite's own key creations reach 409 api_key_limit_reached:
-        // its account's first key and the first one it makes fill it.
-        API_KEYS_PER_ACCOUNT: '2',
-      });
-      services.push(service);
-      const limited = await startService({ RATE_LIMIT_PER_MINUTE: '1' });
-      services.push(limited);
-      const admin = { email: `contract-admin-${seed}@example.com`, password: randomBytes(18).toString('base64url') };
-      createAdmin(service.databasePath, admin.email, admin.password);
-      baseUrl = service.baseUrl;
-      const limitedClient = new HttpClient(limited.baseUrl);
-      clients.push(limitedClient);
-      options = {
-        seed,
-        runs,
-        bodyLimitBytes,
-        adminCredentials: admin,
-        rateLimitedClient: limitedClient,
-        rateLimitReason: `the instance runs with RATE_LIMIT_PER_MINUTE=${rateLimit}`,
-      };
-      console.log(`Service at ${baseUrl} (database ${service.databasePath}); rate-limited twin at ${limited.baseUrl}`);
+      target = await program.local!(values, contract);
     }
-    let client = new HttpClient(baseUrl);
-    if (values['via-prism']) {
-      const prism = await startPrism(values.spec ?? defaultSpecPath, baseUrl);
-      services.push(prism);
-      console.log(
-        `Stoplight Prism validates every answer, proxying ${prism.baseUrl} to ${baseUrl} (bodies that are not JSON go straight to the service)`,
-      );
-      client = new PrismRoutedClient(prism.baseUrl, client);
-    }
-    console.log(`Contract: ${values.spec ?? 'openapi.yaml'} (${contract.operations.length} operations); seed ${seed}; runs ${runs}`);
-    clients.push(client);
+    const direct = new HttpClient(target.baseUrl);
+    clients.push(direct);
+    await preflight(direct, contract, target.baseUrl, values);
+    if (program.around) target = await program.around(values, target, specPath);
+    const client = target.client ?? direct;
+    if (client !== direct) clients.push(client);
+    console.log(
+      `Contract: ${specPath} (${info?.title ?? '?'} ${info?.version ?? '?'}, ${contract.operations.length} operations); seed ${seed}; runs ${runs}`,
+    );
+    console.log(`Checking ${target.baseUrl} with ${tool}`);
     let streamed = 0;
     const result = await runSuite({
-      ...options,
+      rateLimitReason: "the service's rate limit was not reached by this run's traffic",
+      ...target.options,
+      seed,
+      runs,
+      bodyLimitBytes,
       client,
       contract,
-      validator,
+      validator: new ResponseValidator(contract),
       log: (line) => console.log(line),
       // The first failures are printed as they happen, for a run that is stopped early.
       onExchange: (ex) => {
@@ -165,32 +244,51 @@ async function main(): Promise<number> {
           );
         }
         if (ex.failures.length > 0 && streamed++ < 3) console.log(`\n${formatFailure(ex, reproduce)}\n`);
-        for (const violation of responseViolations(ex.response.headers)) {
-          prismViolations.push(`${ex.opId} [${ex.label}] ${ex.request.method} ${ex.request.path} -> ${ex.response.status}: ${violation}`);
-        }
+        target?.onExchange?.(ex);
       },
     });
-    console.log(`\nFinished in ${((Date.now() - started) / 1000).toFixed(1)} s.\n`);
-    console.log(formatReport(result, reproduce));
-    if (result.exchanges.some((e) => e.response.status === 0)) {
-      for (const s of services) console.log(`\nThe service at ${s.baseUrl} printed:\n${s.output() || '(nothing)'}`);
+    const durationMs = Date.now() - startedAt.getTime();
+    const outside = target.outside?.() ?? [];
+    console.log(`\nFinished in ${(durationMs / 1000).toFixed(1)} s.\n`);
+    if (result.exchanges.some((e) => e.response.status === 0) && target.output)
+      console.log(`\nThe service printed:\n${target.output() || '(nothing)'}`);
+    if (outside.length > 0) {
+      console.log(`\nAnother validator found ${outside.length} violation(s):`);
+      for (const line of outside.slice(0, 50)) console.log(`  ${line}`);
     }
-    if (values['via-prism']) {
-      console.log(`\nStoplight Prism: ${prismViolations.length} response violation(s)${prismViolations.length > 0 ? ':' : '.'}`);
-      for (const line of prismViolations.slice(0, 50)) console.log(`  ${line}`);
+    const ctx: ReportContext = {
+      tool,
+      baseUrl: target.baseUrl,
+      spec: { path: specPath, title: info?.title ?? '', version: info?.version ?? '' },
+      startedAt,
+      durationMs,
+      reproduce,
+      outside,
+    };
+    if (junitFile) {
+      write(junitFile, junitReport(result, ctx));
+      write(junitFile.replace(/(\.xml)?$/i, '.json'), jsonReport(result, ctx));
     }
-    const failed = result.exchanges.some((e) => e.failures.length > 0) || result.gaps.length > 0 || prismViolations.length > 0;
+    if (values.json) write(values.json as string, jsonReport(result, ctx));
+    // The count line closes the output, as CI systems read it.
+    console.log(formatReport(result, reproduce, 40, outside.length));
+    const failed = result.exchanges.some((e) => e.failures.length > 0) || result.gaps.length > 0 || outside.length > 0;
     return failed ? 1 : 0;
+  } catch (error) {
+    if (error instanceof CannotCheck) return cannotCheck(error.message);
+    throw error;
   } finally {
     for (const c of clients) c.close();
-    await stopAll();
+    await target?.stop();
   }
 }
 
-main().then(
-  (code) => process.exit(code),
-  (error: unknown) => {
-    console.error(error instanceof Error ? (error.stack ?? error.message) : error);
-    process.exit(2);
-  },
-);
+if (require.main === module) {
+  main(process.argv.slice(2), { name: 'petstore-contract' }).then(
+    (code) => process.exit(code),
+    (error: unknown) => {
+      console.error(error instanceof Error ? (error.stack ?? error.message) : error);
+      process.exit(2);
+    },
+  );
+}

@@ -35,7 +35,7 @@ export function coverage(run: Run): CoverageRow[] {
 }
 
 export function reason(run: Run, op: Operation, status: string): string | undefined {
-  if (status === '429') return run.o.rateLimitedClient ? undefined : run.o.rateLimitReason;
+  if (status === '429') return run.o.rateLimitedClient || run.spentRateLimit ? undefined : (run.rateLimitNote ?? run.o.rateLimitReason);
   if (status === '410' && op.deprecated) return "answered only after the operation's x-deprecated-sunset";
   if (status === '503') return 'needs the database to be unreachable; the suite does not inject faults';
   if (status.startsWith('5')) return "needs a fault on the service's side; the suite does not inject faults";

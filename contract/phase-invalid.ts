@@ -149,11 +149,25 @@ export function inline(run: Run, schema: unknown, depth = 0): Schema {
   return toJsonSchema(out) as Schema;
 }
 
-/** Every malformed Authorization form is 401; a customer on an admin operation is 403. */
+/** Whether an Authorization value is a password login (`Basic` base64 of `user:password`), which a service may count as failed. */
+export function isPasswordLogin(value: string | undefined): boolean {
+  const match = /^Basic\s+([A-Za-z0-9+/]+={0,2})$/i.exec(value ?? '');
+  return !!match?.[1] && Buffer.from(match[1], 'base64').toString('utf8').includes(':');
+}
+
+/**
+ * Every malformed Authorization form is 401; a customer on an admin operation is 403.
+ * Wrong passwords are failed logins, which the service limits per address (and per
+ * account): they come out of the run's budget (Run.takeLogin), each with an account name
+ * of its own, so that the run leaves no lockout behind.
+ */
 function authProbes(run: Run, op: Operation): Probe[] {
   const probes: Probe[] = [];
-  const probe = (label: string, headers: Record<string, string>, status: number) =>
+  const probe = (label: string, headers: Record<string, string>, status: number) => {
+    if (isPasswordLogin(headers.Authorization) && !run.takeLogin(`${op.id}: ${label}`, op)) return;
     probes.push({ label, expect: { kind: 'status', status }, request: (inputs) => run.build(op, inputs, headers) });
+  };
+  const someone = () => `${run.source.draw(fc.stringMatching(/^[a-z]{12}$/))}@example.com`;
   if (op.security === 'bearer') {
     const key = (run.customer.header ?? run.admin?.header ?? 'Bearer placeholder-key').replace(/^Bearer /, '');
     // Same prefix and length as a real key. One draw whatever the key looks like, so the
@@ -168,7 +182,7 @@ function authProbes(run: Run, op: Operation): Probe[] {
       ['a key without the Bearer scheme', key],
       ['the key under another scheme (Token)', `Token ${key}`],
       ['the key under the Basic scheme', `Basic ${key}`],
-      ['Basic credentials where a Bearer key is needed', `Basic ${b64('someone@example.com:some password')}`],
+      ['Basic credentials where a Bearer key is needed', `Basic ${b64(`${someone()}:some password`)}`],
       ['"Bearer <key> <extra>"', `Bearer ${key} extra`],
       ['"Bearer,<key>"', `Bearer,${key}`],
       ['a tab between scheme and key', `Bearer\t${key}`],
@@ -183,7 +197,7 @@ function authProbes(run: Run, op: Operation): Probe[] {
     const forms: Array<[string, string | undefined]> = [
       ['no Authorization header', undefined],
       ['a wrong password', `Basic ${b64(`${email}:not the password`)}`],
-      ['an unknown account', `Basic ${b64('nobody-at-all@example.com:some password')}`],
+      ['an unknown account', `Basic ${b64(`${someone()}:some password`)}`],
       ['Basic credentials without a colon', `Basic ${b64(email)}`],
       ['Basic credentials that are not base64', 'Basic !!!not-base64!!!'],
       ['"Basic" without credentials', 'Basic'],

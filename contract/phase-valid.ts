@@ -67,10 +67,31 @@ async function exerciseCreate(run: Run, op: Operation): Promise<void> {
     if (isSuccess(again.response.status)) record(run, op, again, first.body === undefined ? undefined : JSON.parse(first.body), auth);
   }
   await headerReplay(run, op);
+  await untilQuota(run, op, auth);
   if (usesIds) {
     const inputs = run.generate(op, { dangling: true });
     await run.send(op, 'a body naming ids that do not exist', { kind: 'invalid' }, run.build(op, inputs, auth));
   }
+}
+
+/**
+ * The key issuer's documented 409 is a bound on the keys one account holds, which the spec
+ * states (`info.x-limits.activeKeysPerAccount`): the least request is repeated until it is
+ * refused, at most one past that bound. The keys it makes are revoked with the rest.
+ */
+async function untilQuota(run: Run, op: Operation, auth: Record<string, string>): Promise<void> {
+  const bound = run.stated.activeKeysPerAccount;
+  if (op !== run.accountOperations().issuer || !bound || !op.responses.has('409')) return;
+  const owned = () => run.resources.filter((r) => r.producer.op === op && !r.deleted && !r.discovered).length;
+  // The suite's own key is one of the account's.
+  for (let sent = 0; owned() + 1 <= bound && sent <= bound; sent++) {
+    const inputs = run.generate(op, { least: true });
+    const ex = await run.send(op, `valid, toward the bound of ${bound} keys per account`, { kind: 'valid' }, run.build(op, inputs, auth));
+    if (!isSuccess(ex.response.status)) return;
+    record(run, op, ex, inputs.body, auth);
+  }
+  const inputs = run.generate(op, { least: true });
+  await run.send(op, `valid, past the bound of ${bound} keys per account`, { kind: 'status', status: 409 }, run.build(op, inputs, auth));
 }
 
 /** Sends fresh valid updates (PUT, PATCH) to the resources an operation's ids name. */
@@ -174,6 +195,19 @@ async function exerciseItem(run: Run, op: Operation): Promise<void> {
 }
 
 export async function exerciseOther(run: Run, op: Operation, auth: Record<string, string>): Promise<void> {
+  // A write under a limit of its own whose window outlasts the run (sign-ups an hour per
+  // address): the set-up's request made its one success; it is only sent again, unchanged
+  // (a conflict, which such limits do not count), so that the run spends one of the limit.
+  const scarce = op.method === 'post' ? run.rateLimits.scarce(op.id, run.longestWaitMs) : undefined;
+  const setUp = run.firstRequests.get(op.id);
+  if (scarce && setUp) {
+    run.log(
+      `  ${op.id}: one success only, as the "${scarce.name}" limit allows ${scarce.quota} in ${scarce.windowSeconds} s (${scarce.remaining} left)`,
+    );
+    await run.send(op, 'the set-up request again, unchanged', { kind: 'valid' }, setUp);
+    await missingIds(run, op, auth);
+    return;
+  }
   let followed = false;
   // The first page's Link rel="next" is followed once: the server's own cursor must work.
   const followNext = async (ex: Exchange, request: SentRequest) => {
@@ -219,4 +253,18 @@ export async function exerciseOther(run: Run, op: Operation, auth: Record<string
     await run.send(op, 'the scheme written "bearer"', { kind: 'not-status', status: 401 }, run.build(op, run.generate(op), lower));
   }
   if (op.method === 'post') await run.send(op, 'the first valid request again, unchanged', { kind: 'valid' }, first);
+  await missingIds(run, op, auth);
+}
+
+/**
+ * An operation below an item path (`/pets/{petId}/photos`): each id of its path in turn
+ * names nothing. Documented 404s of sub-resources are exercised this way, with no word
+ * about the operation in the suite.
+ */
+async function missingIds(run: Run, op: Operation, auth: Record<string, string>): Promise<void> {
+  for (const p of op.params.filter((p) => p.in === 'path' && run.contract.producers.has(p.name))) {
+    const inputs = run.generate(op);
+    inputs.pathParams[p.name] = run.dangling(p.schema);
+    await run.send(op, `a ${p.name} that does not exist`, { kind: 'invalid' }, run.build(op, inputs, auth));
+  }
 }

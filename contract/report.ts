@@ -66,7 +66,8 @@ export function tally(result: RunResult): Tally {
   return { passed: result.exchanges.length - failedExchanges, failed: failedExchanges + result.gaps.length };
 }
 
-export function formatReport(result: RunResult, reproduce: string, fullFailures = 40): string {
+/** `outside`: failures another validator found (Stoplight Prism's), counted in the closing line. */
+export function formatReport(result: RunResult, reproduce: string, fullFailures = 40, outside = 0): string {
   const out: string[] = [];
   const failed = result.exchanges.filter((e) => e.failures.length > 0);
   if (failed.length > 0) {
@@ -95,6 +96,6 @@ export function formatReport(result: RunResult, reproduce: string, fullFailures 
     .join(' ');
   out.push(`${result.exchanges.length} requests (${statuses}); seed ${result.seed}`);
   const { passed, failed: failedCount } = tally(result);
-  out.push(`${passed} passed, ${failedCount} failed`);
+  out.push(`${passed} passed, ${failedCount + outside} failed`);
   return out.join('\n');
 }

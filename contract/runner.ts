@@ -13,9 +13,13 @@ import { arbitrary, flatten, leastOf, Source, typeOf, type Override } from './ge
 import type { HttpClient, ReceivedResponse, SentRequest } from './http';
 import { createAjv } from './schema';
 import { coverage } from './coverage';
-import { deletePhase, rateLimitPhase, routingPhase } from './phase-cleanup';
+import { failedLoginBudget, RateLimits, statedLimits, type StatedLimits } from './limits';
+import { deletePhase, leftAsFound, rateLimitPhase, routingPhase, spendRateLimitPhase } from './phase-cleanup';
 import { exercise } from './phase-valid';
 import { successStatuses, type Contract, type Operation, type Param, type Producer, type Schema } from './spec';
+
+/** Nothing can be checked (no answer, a key refused, no customer): the run stops, exit code 2. */
+export class CannotCheck extends Error {}
 
 export interface Credentials {
   email: string;
@@ -44,6 +48,8 @@ export interface RunOptions {
   /** Called with each finished exchange (progress, streaming failures). */
   onExchange?: (exchange: Exchange) => void;
   log?: (line: string) => void;
+  /** The longest the run waits for one limit's window to end (default 90 s). */
+  longestWaitMs?: number;
 }
 
 export interface CoverageRow {
@@ -61,6 +67,18 @@ export interface RunResult {
   exchanges: Exchange[];
   coverage: CoverageRow[];
   gaps: CoverageRow[];
+  /** What the run did about the service's limits: waits, failed logins spent, what it left. */
+  limits: LimitsReport;
+}
+
+export interface LimitsReport {
+  waitedMs: number;
+  failedLoginBudget: number;
+  failedLoginsSent: number;
+  /** Requests with password credentials the budget kept the run from sending. */
+  withheld: string[];
+  /** Each request limit as the last answer left it. */
+  partitions: Array<{ name: string; quota: number; windowSeconds: number; remaining: number }>;
 }
 
 export interface Auth {
@@ -118,12 +136,63 @@ export class Run {
   /** The bearer key of the account the suite signed up, which owns what Basic made. */
   signedUp: Auth = {};
   seq = 0;
+  /** Waited before requests, to stay within the limits. */
   waitedForRateLimitMs = 0;
+  /** Waited after 429s the run did not ask for (at most three minutes in all). */
+  waitedAfter429Ms = 0;
   readonly coercing = createAjv({ coerceTypes: 'array' });
   readonly textValidators = new Map<Param, ValidateFunction>();
+  readonly rateLimits = new RateLimits();
+  readonly stated: StatedLimits;
+  readonly longestWaitMs: number;
+  /** Requests with password credentials that may be refused: each may count as a failed login. */
+  readonly logins: { budget: number; sent: number; withheld: string[] };
+  /** Whether the run reached 429 by spending the address's limit. */
+  spentRateLimit = false;
+  /** Why it did not, for the coverage table. */
+  rateLimitNote?: string;
+  /** The first request of an operation that the set-up sent (the suite's own sign-up). */
+  readonly firstRequests = new Map<string, SentRequest>();
 
   constructor(readonly o: RunOptions) {
     this.source = new Source(o.seed);
+    this.stated = statedLimits(o.contract.doc.info);
+    this.longestWaitMs = o.longestWaitMs ?? 90_000;
+    this.logins = { budget: failedLoginBudget(this.stated), sent: 0, withheld: [] };
+  }
+
+  /**
+   * Takes one request with password credentials that may be refused from the run's budget;
+   * false when it is spent. The password operations come first; the Basic-where-Bearer
+   * probes go to as many Bearer operations as the rest allows, a different run of them for
+   * each seed, so that runs with other seeds cover the others.
+   */
+  takeLogin(what: string, op: Operation): boolean {
+    if (op.security === 'bearer' && !this.passwordProbed().has(op.id)) {
+      this.logins.withheld.push(what);
+      return false;
+    }
+    if (this.logins.sent < this.logins.budget) {
+      this.logins.sent++;
+      return true;
+    }
+    this.logins.withheld.push(what);
+    return false;
+  }
+
+  private probedBearers?: Set<string>;
+  private passwordProbed(): Set<string> {
+    if (!this.probedBearers) {
+      const ops = this.contract.operations;
+      const bearers = ops.filter((o) => o.security === 'bearer');
+      // Two for each password operation: a wrong password and an unknown account.
+      const left = Math.max(0, this.logins.budget - 2 * ops.filter((o) => o.security === 'basic').length);
+      const start = bearers.length > 0 ? this.o.seed % bearers.length : 0;
+      this.probedBearers = new Set(
+        Array.from({ length: Math.min(left, bearers.length) }, (_, i) => bearers[(start + i) % bearers.length]!.id),
+      );
+    }
+    return this.probedBearers;
   }
 
   get contract() {
@@ -145,9 +214,26 @@ export class Run {
     if (this.o.rateLimitedClient) {
       this.log('Rate limit, on the rate-limited instance');
       await rateLimitPhase(this, this.o.rateLimitedClient);
+    } else {
+      await spendRateLimitPhase(this);
     }
+    await leftAsFound(this);
     const rows = coverage(this);
-    return { seed: this.o.seed, exchanges: this.exchanges, coverage: rows, gaps: rows.filter((r) => r.seen === 0 && !r.unreachable) };
+    return {
+      seed: this.o.seed,
+      exchanges: this.exchanges,
+      coverage: rows,
+      gaps: rows.filter((r) => r.seen === 0 && !r.unreachable),
+      limits: {
+        waitedMs: this.waitedForRateLimitMs + this.waitedAfter429Ms,
+        failedLoginBudget: this.logins.budget,
+        failedLoginsSent: this.logins.sent,
+        withheld: this.logins.withheld,
+        partitions: this.rateLimits
+          .all()
+          .map((p) => ({ name: p.name, quota: p.quota, windowSeconds: p.windowSeconds, remaining: p.remaining })),
+      },
+    };
   }
 
   // ---- callers ---------------------------------------------------------------------
@@ -196,12 +282,9 @@ export class Run {
     const { signUp, issuer } = this.accountOperations();
     if (signUp?.body) {
       const body = this.source.draw(arbitrary(signUp.body.schema, this.contract.deref)) as Record<string, unknown>;
-      const ex = await this.send(
-        signUp,
-        "sign-up of the suite's own account",
-        { kind: 'valid' },
-        this.build(signUp, { pathParams: {}, query: [], headers: [], body }, {}),
-      );
+      const request = this.build(signUp, { pathParams: {}, query: [], headers: [], body }, {});
+      this.firstRequests.set(signUp.id, request);
+      const ex = await this.send(signUp, "sign-up of the suite's own account", { kind: 'valid' }, request);
       const fields = this.fields(signUp.body.schema);
       const email = fields.find(([, s]) => s.format === 'email')?.[0];
       const pass = fields.find(([n]) => /pass/i.test(n))?.[0];
@@ -212,7 +295,13 @@ export class Run {
       if (key) this.signedUp = { header: `Bearer ${key}` };
     }
     this.customer = this.o.customerKey ? { header: `Bearer ${this.o.customerKey}` } : this.signedUp;
-    if (!this.customer.header) this.log('No customer key: neither --key nor a sign-up that worked');
+    if (!this.customer.header) {
+      const last = this.exchanges[this.exchanges.length - 1];
+      const why = last
+        ? `${last.request.method} ${last.request.path} answered ${last.response.status} ${last.response.text.slice(0, 200)}`
+        : 'the spec has no public sign-up and key issuer';
+      throw new CannotCheck(`no customer key: pass --key (the suite's own sign-up did not give one: ${why})`);
+    }
     let adminKey = this.o.adminKey;
     if (!adminKey && this.o.adminCredentials && issuer) {
       adminKey = await this.issueKey(issuer, this.o.adminCredentials, 'a key for the admin account');
@@ -420,26 +509,44 @@ export class Run {
     extra: Partial<Exchange>,
     client: HttpClient,
   ): Promise<Exchange> {
+    const opId = extra.opId ?? op?.id ?? '?';
+    const caller = request.headers.Authorization ?? '';
+    const paced = client === this.o.client && !extra.spending;
+    if (paced) await this.pace(opId, caller);
     let response: ReceivedResponse;
     try {
       response = await client.send(request);
     } catch (error) {
       response = { status: 0, headers: {}, text: `no response: ${error instanceof Error ? error.message : String(error)}`, durationMs: 0 };
     }
-    const base = { opId: extra.opId ?? op?.id ?? '?', op, label, expect, request, response, ...extra };
+    if (client === this.o.client) this.rateLimits.observe(opId, caller, response.headers);
+    const base = { opId, op, label, expect, request, response, ...extra };
     const failures = response.status === 0 ? [response.text] : check(base, this.contract, this.o.validator);
     const exchange: Exchange = { ...base, failures };
-    const limited = response.status === 429 && client === this.o.client && !(expect.kind === 'status' && expect.status === 429);
-    if (limited && this.waitedForRateLimitMs < 180_000) {
+    const limited = response.status === 429 && paced && !(expect.kind === 'status' && expect.status === 429);
+    if (limited && this.waitedAfter429Ms < 180_000) {
       const seconds = Math.min(60, Math.max(1, Number(response.headers['retry-after']) || 1));
       this.log(`  rate limited on ${op?.id ?? request.path}: waiting ${seconds}s as Retry-After says, then sending again`);
-      this.waitedForRateLimitMs += seconds * 1000;
+      this.waitedAfter429Ms += seconds * 1000;
       // The 429 is an answer like any other: checked and counted, whoever asked.
       this.keep(exchange);
       await sleep(seconds * 1000);
       return this.exchange(op, label, expect, request, extra, client);
     }
     return exchange;
+  }
+
+  /** Waits, when a limit this request counts against is down to its reserve, for its window to end. */
+  private async pace(opId: string, caller: string): Promise<void> {
+    const { ms, partition } = this.rateLimits.waitBefore(opId, caller);
+    if (!partition || ms <= 0) return;
+    if (ms > this.longestWaitMs) return;
+    this.log(
+      `  the "${partition.name}" limit (${partition.quota} a ${partition.windowSeconds} s window) is down to ${partition.remaining}: waiting ${(ms / 1000).toFixed(1)} s for its window to end`,
+    );
+    this.waitedForRateLimitMs += ms;
+    await sleep(ms);
+    this.rateLimits.renewed(partition);
   }
 }
 

@@ -3,10 +3,11 @@
 // chain them (which create operation makes the id a path parameter or body field needs).
 // Everything here is derived from the document; nothing names an operation of this
 // project, so an operation added to the spec is exercised without editing the suite.
+// The suite is a package of its own (package.json here): it reads the document itself and
+// imports nothing of the service.
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { parse } from 'yaml';
-import { operationsOf } from '../server/spec';
 
 export type Schema = { [key: string]: unknown };
 export type Document = Schema & { paths: Record<string, Record<string, unknown>> };
@@ -70,6 +71,11 @@ export interface Contract {
   deref: (schema: unknown) => Schema;
 }
 
+/**
+ * The contract the suite checks by default: the project's openapi.yaml, one folder up from
+ * the sources (contract/) and from the package's bundle (dist/, beside the copy `npm pack`
+ * puts in the package).
+ */
 export const defaultSpecPath = join(__dirname, '..', 'openapi.yaml');
 
 const escape = (segment: string) => segment.replace(/~/g, '~0').replace(/\//g, '~1');
@@ -101,52 +107,65 @@ export function buildContract(doc: Document): Contract {
   };
   const deref = (schema: unknown): Schema => follow(schema ?? {}, '#').value;
 
+  const schemes = ((doc.components as Schema | undefined)?.securitySchemes ?? {}) as Record<string, Schema>;
+  /** The first scheme of the first requirement: none (`security: []`), HTTP Basic, or a bearer key. */
+  const securityOf = (requirements: unknown): Operation['security'] => {
+    for (const requirement of (requirements ?? []) as Schema[]) {
+      for (const name of Object.keys(requirement)) {
+        const scheme = schemes[name] ? deref(schemes[name]) : undefined;
+        return scheme?.type === 'http' && String(scheme.scheme).toLowerCase() === 'basic' ? 'basic' : 'bearer';
+      }
+    }
+    return 'none';
+  };
+
   const operations: Operation[] = [];
-  for (const [id, entry] of Object.entries(operationsOf(doc))) {
-    const { path } = entry;
-    // The suite speaks the five methods a JSON API declares; anything else is not probed.
-    const method = entry.method as Method;
-    if (!methods.includes(method)) continue;
+  for (const path of Object.keys(doc.paths)) {
     const item = follow(doc.paths[path], `#/paths/${escape(path)}`).value;
-    const shared = (item.parameters ?? []) as unknown[];
-    const raw = item[method] as Schema;
-    const base = `#/paths/${escape(path)}/${method}`;
-    const byKey = new Map<string, Param>();
-    for (const p of [...shared, ...((raw.parameters ?? []) as unknown[])]) {
-      const param = deref(p);
-      if (param.in === 'cookie') continue;
-      const explode = param.explode === undefined ? (param.style ?? 'form') === 'form' : param.explode === true;
-      byKey.set(`${String(param.in)}:${String(param.name)}`, {
-        name: String(param.name),
-        in: param.in as Param['in'],
-        required: param.required === true,
-        schema: (param.schema ?? {}) as Schema,
-        explode,
-        opaque: /\bopaque\b/i.test(String(param.description ?? '')),
+    // The suite speaks the five methods a JSON API declares; anything else is not probed.
+    for (const method of methods) {
+      const raw = item[method] as Schema | undefined;
+      if (!raw) continue;
+      const id = typeof raw.operationId === 'string' ? raw.operationId : `${method.toUpperCase()} ${path}`;
+      const shared = (item.parameters ?? []) as unknown[];
+      const base = `#/paths/${escape(path)}/${method}`;
+      const byKey = new Map<string, Param>();
+      for (const p of [...shared, ...((raw.parameters ?? []) as unknown[])]) {
+        const param = deref(p);
+        if (param.in === 'cookie') continue;
+        const explode = param.explode === undefined ? (param.style ?? 'form') === 'form' : param.explode === true;
+        byKey.set(`${String(param.in)}:${String(param.name)}`, {
+          name: String(param.name),
+          in: param.in as Param['in'],
+          required: param.required === true,
+          schema: (param.schema ?? {}) as Schema,
+          explode,
+          opaque: /\bopaque\b/i.test(String(param.description ?? '')),
+        });
+      }
+      let body: Operation['body'];
+      if (raw.requestBody) {
+        const rb = deref(raw.requestBody);
+        const json = (rb.content as Record<string, Schema> | undefined)?.['application/json'];
+        if (json) body = { required: rb.required === true, schema: (json.schema ?? {}) as Schema };
+      }
+      const responses = new Map<string, ResponseSpec>();
+      for (const [status, rawResponse] of Object.entries((raw.responses ?? {}) as Record<string, unknown>)) {
+        const { value: response, pointer } = follow(rawResponse, `${base}/responses/${escape(status)}`);
+        responses.set(status, responseSpec(status, response, pointer));
+      }
+      operations.push({
+        id,
+        method,
+        path,
+        params: [...byKey.values()],
+        body,
+        responses,
+        security: securityOf(raw.security ?? doc.security),
+        role: typeof raw['x-required-role'] === 'string' ? raw['x-required-role'] : undefined,
+        deprecated: raw.deprecated === true,
       });
     }
-    let body: Operation['body'];
-    if (raw.requestBody) {
-      const rb = deref(raw.requestBody);
-      const json = (rb.content as Record<string, Schema> | undefined)?.['application/json'];
-      if (json) body = { required: rb.required === true, schema: (json.schema ?? {}) as Schema };
-    }
-    const responses = new Map<string, ResponseSpec>();
-    for (const [status, rawResponse] of Object.entries((raw.responses ?? {}) as Record<string, unknown>)) {
-      const { value: response, pointer } = follow(rawResponse, `${base}/responses/${escape(status)}`);
-      responses.set(status, responseSpec(status, response, pointer));
-    }
-    operations.push({
-      id,
-      method,
-      path,
-      params: [...byKey.values()],
-      body,
-      responses,
-      security: entry.security === 'public' ? 'none' : entry.security,
-      role: entry.requiredRole,
-      deprecated: entry.deprecated !== undefined,
-    });
   }
 
   const find = (method: string, path: string) => operations.find((o) => o.method === method && o.path === path);

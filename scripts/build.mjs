@@ -9,10 +9,14 @@
 //
 // Nothing is done when no input is newer than the last build, as make decides: tsc's own
 // up-to-date check loads the compiler first, and takes longer than the build-less cases need.
+// `npm start` runs this first (prestart), so it never serves a build older than its sources;
+// where the build tools are not installed (`npm ci --omit=dev`) a stale build is refused in
+// one line instead. The bundle carries the dependencies it bundles as they are in
+// node_modules, patches/ applied (patch-package is run first), so a production install
+// needs no patching of its own (docs/deployment.md).
 import { execFileSync } from 'node:child_process';
-import { cpSync, readdirSync, rmSync, statSync, utimesSync } from 'node:fs';
+import { cpSync, existsSync, readdirSync, rmSync, statSync, utimesSync } from 'node:fs';
 import { createRequire } from 'node:module';
-import esbuild from 'esbuild';
 import { dirname, join } from 'node:path';
 import process from 'node:process';
 import { fileURLToPath } from 'node:url';
@@ -29,6 +33,7 @@ const sources = [
   'tsconfig.json',
   'tsconfig.build.json',
   'package-lock.json',
+  'patches',
 ];
 const assets = [
   'openapi.yaml',
@@ -41,7 +46,8 @@ const assets = [
 
 /** The newest modification time under `path` (a file or a folder), in ms. */
 function newest(path) {
-  const stat = statSync(path);
+  const stat = statSync(path, { throwIfNoEntry: false });
+  if (!stat) return -Infinity;
   if (!stat.isDirectory()) return stat.mtimeMs;
   return readdirSync(path).reduce((latest, name) => Math.max(latest, newest(join(path, name))), stat.mtimeMs);
 }
@@ -54,9 +60,38 @@ function builtAt() {
   }
 }
 
+/** The build tools (devDependencies), or undefined where they are not installed. */
+function tools() {
+  const require = createRequire(import.meta.url);
+  try {
+    return {
+      tsc: require.resolve('typescript/bin/tsc'),
+      esbuild: require('esbuild'),
+      patchPackage: require.resolve('patch-package/index.js'),
+    };
+  } catch {
+    return undefined;
+  }
+}
+
 const started = new Date();
 if (sources.some((source) => newest(join(root, source)) > builtAt())) {
-  const tsc = createRequire(import.meta.url).resolve('typescript/bin/tsc');
+  const found = tools();
+  if (!found) {
+    process.stderr.write(
+      'dist/ is older than its sources and the build tools are not installed (npm ci --omit=dev): run `npm run build` where they are\n',
+    );
+    process.exit(1);
+  }
+  const { tsc, esbuild, patchPackage } = found;
+  // What is bundled is what runs in production: the patches must be in it (patch-package
+  // applies a missing one, passes over an applied one, and fails on one that does not fit).
+  if (existsSync(join(root, 'patches'))) {
+    execFileSync(process.execPath, [patchPackage, '--error-on-fail', '--error-on-warn'], {
+      cwd: root,
+      stdio: ['ignore', 'ignore', 'inherit'],
+    });
+  }
   execFileSync(process.execPath, [tsc, '-b', 'tsconfig.build.json'], { cwd: root, stdio: 'inherit' });
   for (const folder of ['server', 'db', 'generated']) rmSync(join(root, 'dist', folder), { recursive: true, force: true });
   esbuild.buildSync({

@@ -5,8 +5,10 @@
 //
 // The comparison is Optic's breaking-changes ruleset (@useoptic/standard-rulesets), run
 // on both documents dereferenced by @apidevtools/json-schema-ref-parser. Optic does not
-// treat a format replaced by another (int64 -> int32) as a break; that one check is
-// ours, read from Optic's own changelog of the two documents.
+// treat a format replaced by another (int64 -> int32) as a break; that check is ours,
+// read from Optic's own changelog of the two documents. Nor does it see what a request
+// may carry narrowed behind allOf/oneOf/anyOf (an enum value removed from a shared enum)
+// or by a bound (maxLength, maximum, ...): requestNarrowing walks the request schemas.
 //
 // A break that restores the interface we were given is not a break to refuse: each such
 // correction is an entry of docs/interface-corrections.yaml, and only the exact change it
@@ -154,12 +156,126 @@ async function compare(before: Document, after: Document): Promise<{ breaks: str
     if (was !== undefined && now !== undefined && was !== now)
       found.push({ where: whereOf(change), what: `format changed from ${was ?? 'none'} to ${now ?? 'none'}` });
   }
+  // What a request may carry, narrowed where Optic does not look: an enum value removed
+  // behind allOf / oneOf / anyOf (a shared enum under a description, say), and bounds.
+  const optic = found.map((f) => `${f.where}: ${f.what}`);
+  for (const n of requestNarrowing(from, to)) {
+    const value = /^cannot remove enum option '(.*)'$/.exec(n.what)?.[1];
+    const [method, path] = n.where.split(' ');
+    const field = n.where.split(' ').pop();
+    const seen =
+      value !== undefined &&
+      optic.some((l) => l.startsWith(`${method} ${path} `) && l.includes(`${field}:`) && l.includes(`enum option '${value}'`));
+    if (!seen) found.push(n);
+  }
   // A removed operation or status takes its fields with it: name only the removal.
   const removals = found.filter((f) => /cannot remove an operation|must not remove response status code/.test(f.what)).map((f) => f.where);
   const named = found.filter((f) => !removals.some((where) => f.where !== where && f.where.startsWith(`${where} `)));
   const lines = [...new Set(named.map((f) => `${f.where}: ${f.what}`))];
   const added = (line: string) => /cannot add enum options? /.test(line);
   return { breaks: lines.filter((line) => !added(line)), notes: lines.filter(added) };
+}
+
+type Json = Record<string, unknown>;
+const httpMethods = ['get', 'put', 'post', 'delete', 'options', 'head', 'patch', 'trace'];
+
+/**
+ * One schema as a client's request meets it: `allOf` parts merged, each bound the
+ * strictest of its parts, each enum the values every part allows.
+ */
+function merged(schema: unknown): Json {
+  const s = (schema ?? {}) as Json;
+  if (!Array.isArray(s.allOf)) return s;
+  const out: Json = { ...s };
+  delete out.allOf;
+  for (const part of (s.allOf as unknown[]).map(merged)) {
+    for (const [k, v] of Object.entries(part)) {
+      const mine = out[k];
+      if (mine === undefined) out[k] = v;
+      else if (k === 'enum' && Array.isArray(mine) && Array.isArray(v))
+        out[k] = mine.filter((x) => v.some((y) => JSON.stringify(y) === JSON.stringify(x)));
+      else if (['maxLength', 'maximum', 'maxItems', 'maxProperties'].includes(k) && typeof mine === 'number' && typeof v === 'number')
+        out[k] = Math.min(mine, v);
+      else if (['minLength', 'minimum', 'minItems', 'minProperties'].includes(k) && typeof mine === 'number' && typeof v === 'number')
+        out[k] = Math.max(mine, v);
+      else if (k === 'properties') out[k] = { ...(v as Json), ...(mine as Json) };
+      else if (k === 'required' && Array.isArray(mine) && Array.isArray(v))
+        out[k] = [...new Set([...(mine as unknown[]), ...(v as unknown[])])];
+    }
+  }
+  return out;
+}
+
+const show = (v: unknown) => (typeof v === 'string' ? v : JSON.stringify(v));
+
+/** Where `after` accepts less than `before` in one request schema, one change each. */
+function narrowed(before: unknown, after: unknown, where: string, out: Array<{ where: string; what: string }>, seen: Set<unknown>): void {
+  if (!before || !after || typeof before !== 'object' || typeof after !== 'object' || seen.has(before)) return;
+  seen.add(before);
+  const a = merged(before);
+  const b = merged(after);
+  const num = (s: Json, k: string) => (typeof s[k] === 'number' ? s[k] : undefined);
+  if (Array.isArray(b.enum)) {
+    if (Array.isArray(a.enum)) {
+      for (const value of a.enum) {
+        if (!b.enum.some((x) => JSON.stringify(x) === JSON.stringify(value)))
+          out.push({ where, what: `cannot remove enum option '${show(value)}'` });
+      }
+    } else out.push({ where, what: `cannot restrict to the enum ${JSON.stringify(b.enum)}` });
+  }
+  for (const k of ['maxLength', 'maximum', 'maxItems', 'maxProperties']) {
+    const was = num(a, k);
+    const now = num(b, k);
+    if (now !== undefined && (was === undefined || now < was))
+      out.push({ where, what: `cannot narrow ${k} from ${was ?? 'none'} to ${now}` });
+  }
+  for (const k of ['minLength', 'minimum', 'minItems', 'minProperties']) {
+    const was = num(a, k);
+    const now = num(b, k);
+    if (now !== undefined && (was === undefined || now > was))
+      out.push({ where, what: `cannot narrow ${k} from ${was ?? 'none'} to ${now}` });
+  }
+  for (const [k, bound] of [
+    ['exclusiveMaximum', 'maximum'],
+    ['exclusiveMinimum', 'minimum'],
+  ] as const) {
+    if (b[k] === true && a[k] !== true && num(a, bound) === num(b, bound) && num(b, bound) !== undefined)
+      out.push({ where, what: `cannot make ${bound} ${num(b, bound)} exclusive` });
+  }
+  if (typeof b.pattern === 'string' && b.pattern !== a.pattern)
+    out.push({ where, what: `cannot change pattern from ${show(a.pattern ?? 'none')} to ${b.pattern}` });
+  const props = (s: Json) => (s.properties ?? {}) as Json;
+  for (const [name, schema] of Object.entries(props(a))) narrowed(schema, props(b)[name], `${where} ${name}`, out, seen);
+  if (a.items && b.items) narrowed(a.items, b.items, `${where}[]`, out, seen);
+  for (const k of ['oneOf', 'anyOf']) {
+    const [x, y] = [a[k], b[k]];
+    if (Array.isArray(x) && Array.isArray(y)) x.forEach((part, i) => narrowed(part, y[i], `${where} ${k}[${i}]`, out, seen));
+  }
+}
+
+/** Request parameters and bodies of each operation both documents have, compared with `narrowed`. */
+function requestNarrowing(before: Document, after: Document): Array<{ where: string; what: string }> {
+  const out: Array<{ where: string; what: string }> = [];
+  const paths = (d: Document) => (d.paths ?? {}) as Record<string, Json>;
+  for (const [path, itemA] of Object.entries(paths(before))) {
+    const itemB = paths(after)[path];
+    if (!itemB) continue;
+    for (const method of httpMethods) {
+      const [opA, opB] = [itemA[method] as Json | undefined, itemB[method] as Json | undefined];
+      if (!opA || !opB) continue;
+      const name = `${method.toUpperCase()} ${path}`;
+      const params = (item: Json, op: Json) => [...((item.parameters ?? []) as Json[]), ...((op.parameters ?? []) as Json[])];
+      const inB = params(itemB, opB);
+      for (const p of params(itemA, opA)) {
+        const q = inB.find((x) => x.name === p.name && x.in === p.in);
+        if (q) narrowed(p.schema, q.schema, `${name} ${String(p.in)} parameter ${String(p.name)}`, out, new Set());
+      }
+      const body = (op: Json) =>
+        ((op.requestBody as Json | undefined)?.content as Record<string, Json> | undefined)?.['application/json']?.schema;
+      narrowed(body(opA), body(opB), `${name} request body`, out, new Set());
+    }
+  }
+  return out;
 }
 
 const versionOf = (doc: Document) => String((doc.info as { version?: string } | undefined)?.version ?? '0');

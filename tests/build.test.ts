@@ -1,8 +1,21 @@
 // `npm start` runs dist/, built by scripts/build.mjs when an input is newer than the last
 // build: on a copy of what the build reads, an edited source and an added or deleted
 // migration each reach dist/ on the next build, so a stale dist/ is never what runs.
-import { execFileSync } from 'node:child_process';
-import { appendFileSync, cpSync, existsSync, mkdtempSync, readFileSync, rmSync, symlinkSync, unlinkSync, writeFileSync } from 'node:fs';
+import { execFileSync, spawn, spawnSync } from 'node:child_process';
+import {
+  appendFileSync,
+  cpSync,
+  existsSync,
+  mkdirSync,
+  mkdtempSync,
+  readdirSync,
+  readFileSync,
+  rmSync,
+  symlinkSync,
+  unlinkSync,
+  utimesSync,
+  writeFileSync,
+} from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { repoRoot, startServer } from '../scripts/server-process';
@@ -28,6 +41,8 @@ describe('npm run build', () => {
       'tsconfig.json',
       'tsconfig.build.json',
       'package-lock.json',
+      'package.json',
+      'patches',
     ]) {
       cpSync(join(repoRoot, path), join(dir, path), { recursive: true });
     }
@@ -89,5 +104,58 @@ describe('npm run build', () => {
     // A deletion leaves no newer file behind, but the folder itself changed.
     build();
     expect(existsSync(built(migration))).toBe(false);
+  });
+
+  it('npm start builds first when a source is newer than dist/, then serves that build', async () => {
+    const marker = `fresh-build-${Date.now()}`;
+    appendFileSync(join(dir, 'server/main.ts'), `\nconsole.error('${marker}');\n`);
+    // npm does not pass signals on: npm and the service get a process group of their own.
+    const child = spawn('npm', ['start', '--silent'], {
+      cwd: dir,
+      detached: true,
+      env: { ...process.env, PORT: '0', HOST: '127.0.0.1', DATABASE_PATH: join(dir, 'data', 'start.db') },
+      stdio: ['ignore', 'pipe', 'pipe'],
+    });
+    let output = '';
+    child.stdout.on('data', (c: Buffer) => (output += c.toString('utf8')));
+    child.stderr.on('data', (c: Buffer) => (output += c.toString('utf8')));
+    try {
+      const deadline = Date.now() + 120_000;
+      while (!/listening on http/.test(output) && child.exitCode === null && Date.now() < deadline)
+        await new Promise((r) => setTimeout(r, 100));
+      expect(output).toMatch(/listening on http/);
+      expect(output).toContain(marker);
+      expect(readFileSync(built('server/main.js'), 'utf8')).toContain(marker);
+    } finally {
+      process.kill(-child.pid!, 'SIGTERM');
+      await new Promise((resolve) => child.once('exit', resolve));
+    }
+  });
+
+  it('refuses a stale dist/ in one line naming npm run build where the build tools are not installed', () => {
+    // The copy's node_modules without the devDependencies the build runs, as `npm ci --omit=dev` leaves it.
+    const bare = mkdtempSync(join(tmpdir(), 'petstore-build-bare-'));
+    try {
+      cpSync(join(dir, 'scripts'), join(bare, 'scripts'), { recursive: true });
+      cpSync(join(dir, 'dist'), join(bare, 'dist'), { recursive: true });
+      cpSync(join(dir, 'server'), join(bare, 'server'), { recursive: true });
+      mkdirSync(join(bare, 'node_modules'));
+      for (const name of readdirSync(join(repoRoot, 'node_modules'))) {
+        if (!['esbuild', 'typescript', 'patch-package', '.bin'].includes(name))
+          symlinkSync(join(repoRoot, 'node_modules', name), join(bare, 'node_modules', name));
+      }
+      // Built after the sources were copied: up to date, so nothing needs the missing tools.
+      utimesSync(join(bare, 'dist', '.tsbuildinfo'), new Date(), new Date());
+      expect(spawnSync(process.execPath, ['scripts/build.mjs'], { cwd: bare, encoding: 'utf8' }).status).toBe(0);
+      appendFileSync(join(bare, 'server/main.ts'), '\n');
+      const refused = spawnSync(process.execPath, ['scripts/build.mjs'], { cwd: bare, encoding: 'utf8' });
+      expect({ status: refused.status, stderr: refused.stderr }).toEqual({
+        status: 1,
+        stderr:
+          'dist/ is older than its sources and the build tools are not installed (npm ci --omit=dev): run `npm run build` where they are\n',
+      });
+    } finally {
+      rmSync(bare, { recursive: true, force: true });
+    }
   });
 });

@@ -5,7 +5,7 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import net from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { startServer } from '../scripts/server-process';
+import { startServer } from './server-process';
 
 const root = join(__dirname, '..');
 

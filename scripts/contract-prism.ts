@@ -4,8 +4,8 @@
 // `sl-violations` header; the suite fails on any violation located in the response.
 import { spawn, type ChildProcess } from 'node:child_process';
 import { join } from 'node:path';
-import { HttpClient, type ReceivedResponse, type SentRequest } from './http';
-import { freePort } from './server';
+import { HttpClient, type ReceivedResponse, type SentRequest } from '../contract/http';
+import { freePort } from './contract-local';
 
 const prismCli = join(__dirname, '..', 'node_modules', '@stoplight', 'prism-cli', 'dist', 'index.js');
 

