@@ -183,6 +183,8 @@ export function capConnections(server: Server, options: CapOptions, log: Logger)
       return true;
     }
   }
+  // Set on the instance, where net.Server keeps its `blockList` option: http.createServer
+  // does not pass that option on. tests/http-server.test.ts fails if Node stops reading it.
   if (capped) (server as Server & { blockList?: BlockList }).blockList = new PerAddressCap();
 
   // A slow client's connections all time out in the same sweep of Node's, and an attacker
