@@ -117,7 +117,10 @@ const variables = z.object({
   SEED_DEMO_DATA: boolean.default(true),
   MESSAGE_DELIVERY_DELAY_MS: int(0, 60_000).default(500),
   SHUTDOWN_TIMEOUT_MS: int(0, 600_000).default(10_000),
-  MAX_CONNECTIONS: int(1, 1_000_000).default(1_000),
+  // Unset: derived from the file-descriptor limit (server/connections.ts, docs/operations.md).
+  MAX_CONNECTIONS: int(1, 10_000_000).optional(),
+  // 0 = no per-address cap (docs/operations.md, "Connections").
+  MAX_CONNECTIONS_PER_ADDRESS: int(0, 10_000_000).default(64),
   HEADERS_TIMEOUT_MS: int(100, 600_000).default(10_000),
   REQUEST_TIMEOUT_MS: int(100, 600_000).default(30_000),
   KEEP_ALIVE_TIMEOUT_MS: int(100, 600_000).default(5_000),
@@ -180,7 +183,10 @@ const schema = variables
     seedDemoData: e.SEED_DEMO_DATA,
     messageDeliveryDelayMs: e.MESSAGE_DELIVERY_DELAY_MS,
     shutdownTimeoutMs: e.SHUTDOWN_TIMEOUT_MS,
+    /** Open connections at most; unset, what the file-descriptor limit leaves room for. */
     maxConnections: e.MAX_CONNECTIONS,
+    /** Open connections one client address may hold (trusted proxies aside); 0 = no cap. */
+    maxConnectionsPerAddress: e.MAX_CONNECTIONS_PER_ADDRESS,
     headersTimeoutMs: e.HEADERS_TIMEOUT_MS,
     requestTimeoutMs: e.REQUEST_TIMEOUT_MS,
     keepAliveTimeoutMs: e.KEEP_ALIVE_TIMEOUT_MS,

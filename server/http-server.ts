@@ -4,6 +4,7 @@
 import { createServer, IncomingMessage, ServerResponse, STATUS_CODES, type RequestListener, type Server } from 'node:http';
 import type { Socket } from 'node:net';
 import type { Config } from './config';
+import { capConnections, connectionCaps, trustedProxies, type CapsConfig, type ConnectionCounts } from './connections';
 import type { ErrorCode } from './errors';
 import type { Logger } from './log';
 
@@ -32,9 +33,14 @@ export interface HttpService {
    * the work left is not waited for).
    */
   drain(): Promise<void>;
+  /** Open and refused connections (server/connections.ts), for the metrics. */
+  connections: ConnectionCounts;
+  /** For listen(): room for every connection the service may hold to come back at once (the kernel caps it at net.core.somaxconn). */
+  backlog: number;
 }
 
-type ServerLimits = Pick<Config, 'maxConnections' | 'headersTimeoutMs' | 'requestTimeoutMs' | 'keepAliveTimeoutMs' | 'shutdownTimeoutMs'>;
+type ServerLimits = Pick<Config, 'maxConnections' | 'headersTimeoutMs' | 'requestTimeoutMs' | 'keepAliveTimeoutMs' | 'shutdownTimeoutMs'> &
+  CapsConfig;
 
 /** What Node's parser refused, as the contract's Error. */
 function parserError(err: NodeJS.ErrnoException): { status: number; code: ErrorCode; message: string } {
@@ -113,11 +119,10 @@ export function createHttpServer(app: RequestListener, config: ServerLimits, lif
     keepAliveTimeout: config.keepAliveTimeoutMs,
     // How often Node checks the two timeouts above (30 s by default, which would let
     // a slow client hold a socket up to 30 s past them).
-    connectionsCheckingInterval: Math.min(1_000, Math.ceil(config.headersTimeoutMs / 2)),
+    connectionsCheckingInterval: Math.min(100, Math.ceil(config.headersTimeoutMs / 2)),
   });
-  // Past this, Node refuses new sockets at once, so a flood of half-open connections
-  // cannot exhaust file descriptors while /healthz still answers those already open.
-  server.maxConnections = config.maxConnections;
+  const caps = connectionCaps(config, trustedProxies(app));
+  const connections = capConnections(server, caps, log);
 
   let refused = 0;
   const reportRefused = setInterval(() => {
@@ -193,5 +198,5 @@ export function createHttpServer(app: RequestListener, config: ServerLimits, lif
       server.closeIdleConnections();
     });
 
-  return { server, drain };
+  return { server, drain, connections, backlog: caps.global };
 }

@@ -64,9 +64,10 @@ async function main(): Promise<void> {
   const app = createApp({ storage, config, log, lifecycle, tracing, metrics, deprecatedCalls, overload });
   const http = createHttpServer(app, config, lifecycle, log);
   const { server } = http;
+  metrics?.connections(http.connections);
 
   let worker: DeliveryWorker | undefined;
-  server.listen(config.port, config.host, () => {
+  server.listen({ port: config.port, host: config.host, backlog: http.backlog }, () => {
     worker = startDeliveryWorker({ storage, config, log, onDelivered: metrics?.delivered });
     overload?.start();
     const address = server.address();

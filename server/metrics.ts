@@ -9,6 +9,7 @@ import { performance } from 'node:perf_hooks';
 import { AggregatorRegistry, collectDefaultMetrics, Counter, Gauge, Histogram, Registry } from 'prom-client';
 import type { Storage } from '../domain/storage';
 import type { StoreEvents } from '../domain/store';
+import { refusalReasons, type ConnectionCounts } from './connections';
 import type { ApiError } from './errors';
 import type { Logger } from './log';
 import type { OnRefusal, RateLimiterName } from './rate-limit';
@@ -29,6 +30,8 @@ export interface Metrics {
   readonly answered: (error: ApiError) => void;
   /** For the delivery worker: each message's lag, queued to sent. */
   readonly delivered: (lagSeconds: number) => void;
+  /** The API server's open and refused connections (server/connections.ts), read at each scrape. */
+  connections(counts: ConnectionCounts): void;
 }
 
 /**
@@ -227,9 +230,35 @@ export function createMetrics(): Metrics {
     };
   };
 
+  const connections = (counts: ConnectionCounts) => {
+    new Gauge({
+      name: 'petstore_open_connections',
+      help: "Connections open on the API's port",
+      registers: [registry],
+      collect() {
+        this.set(counts.open);
+      },
+    });
+    const reported = { address_cap: 0, global_cap: 0 };
+    new Counter({
+      name: 'petstore_refused_connections_total',
+      help: 'Connections refused as they were accepted, by the cap that refused them',
+      labelNames: ['reason'] as const,
+      registers: [registry],
+      collect() {
+        // The caps count on their own (no metrics in their path); each scrape adds what is new.
+        for (const reason of refusalReasons) {
+          this.labels({ reason }).inc(counts.refused[reason] - reported[reason]);
+          reported[reason] = counts.refused[reason];
+        }
+      },
+    });
+  };
+
   return {
     registry,
     requests,
+    connections,
     storage,
     events: { orderPlaced: () => ordersPlaced.inc(), messageQueued: () => messagesQueued.inc() },
     rateLimited: (limiter) => rateLimitRefusals.labels({ limiter }).inc(),

@@ -10,7 +10,9 @@ describe('configuration', () => {
       rateLimitPerMinute: 600,
       rateLimitPerAddressPerMinute: 600,
       databasePoolSize: 10,
-      maxConnections: 1000,
+      // Unset: derived from the file-descriptor limit when the server starts (server/connections.ts).
+      maxConnections: undefined,
+      maxConnectionsPerAddress: 64,
       headersTimeoutMs: 10_000,
       requestTimeoutMs: 30_000,
       keepAliveTimeoutMs: 5_000,

@@ -6,6 +6,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import type { ServerResponse } from 'node:http';
 import { InFlight } from '../server/http-server';
+import { fileDescriptorLimit, globalCap, reservedDescriptors } from '../server/connections';
 import { eventually, startServer, type ServerProcess } from '../scripts/server-process';
 
 interface RawResponse {
@@ -25,10 +26,10 @@ function parse(raw: string): RawResponse {
   return { status: Number(statusLine.split(' ')[1]), headers, body };
 }
 
-/** Opens a socket, writes `text` (if any), and resolves with everything read until the server closes it. */
-function exchange(url: string, text?: string): { socket: Socket; closed: Promise<string> } {
+/** Opens a socket (from `from`, a loopback address), writes `text` (if any), and resolves with everything read until the server closes it. */
+function exchange(url: string, text?: string, from?: string): { socket: Socket; closed: Promise<string> } {
   const { hostname, port } = new URL(url);
-  const socket = connect(Number(port), hostname);
+  const socket = connect({ port: Number(port), host: hostname, ...(from && { localAddress: from }) });
   if (text !== undefined) socket.write(text);
   const closed = new Promise<string>((resolve) => {
     let out = '';
@@ -102,6 +103,60 @@ describe('slow clients and many connections', () => {
   });
 });
 
+describe('thousands of slow and idle connections at once', () => {
+  let server: ServerProcess;
+  const timeouts = { headers: 1_000, request: 2_000, keepAlive: 1_000 };
+  beforeAll(async () => {
+    server = await startServer({
+      DATABASE_PATH: join(dir, 'many.db'),
+      SEED_DEMO_DATA: 'false',
+      HEADERS_TIMEOUT_MS: String(timeouts.headers),
+      REQUEST_TIMEOUT_MS: String(timeouts.request),
+      KEEP_ALIVE_TIMEOUT_MS: String(timeouts.keepAlive),
+    });
+  }, 60_000);
+  afterAll(() => server.stop());
+
+  it('ends each one on time: 408 for unfinished headers and bodies, a close for idle keep-alive', async () => {
+    // Under the default per-address cap, and unfinished sign-ups under their per-address limit.
+    const kinds = [
+      { text: 'GET /healthz HTTP/1.1\r\nHost: x\r\nX-Slow: 1\r\n', status: 408, after: timeouts.headers, count: 1_000 },
+      {
+        text: 'POST /accounts HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 100\r\n\r\n{"email":',
+        status: 408,
+        after: timeouts.request,
+        count: 500,
+      },
+      { text: 'GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n', status: 200, after: timeouts.keepAlive, count: 500 },
+    ];
+    // Opened in batches, as fast as the server accepts them (libuv accepts one connection
+    // per turn of the event loop), each timed from its connect.
+    const plan = kinds.flatMap((kind) => Array.from({ length: kind.count }, () => kind));
+    const ends: Promise<{ kind: (typeof kinds)[number]; status: number; ms: number }>[] = [];
+    for (let i = 0; i < plan.length; i += 100) {
+      const batch = plan.slice(i, i + 100).map((kind, j) => {
+        const { socket, closed } = exchange(server.url, kind.text, `127.34.${10 + ((i + j) % 2)}.${((i + j) % 200) + 1}`);
+        const at = new Promise<number>((r) => socket.once('connect', () => r(Date.now())));
+        // An idle keep-alive connection's time starts with its answer.
+        const from = kind.status === 200 ? new Promise<number>((r) => socket.once('data', () => r(Date.now()))) : at;
+        ends.push(Promise.all([from, closed]).then(([start, raw]) => ({ kind, status: parse(raw).status, ms: Date.now() - start })));
+        return at;
+      });
+      await Promise.all(batch);
+    }
+    const results = await Promise.all(ends);
+    for (const kind of kinds) {
+      const mine = results.filter((r) => r.kind === kind);
+      expect(mine.filter((r) => r.status !== kind.status)).toEqual([]);
+      const ms = mine.map((r) => r.ms).sort((a, b) => a - b);
+      // Node checks the timeouts every 100 ms; the rest is how far the event loops of a
+      // loaded machine fall behind with 2,000 sockets to serve.
+      expect(ms[0]).toBeGreaterThanOrEqual(kind.after - 50);
+      expect(ms[ms.length - 1]).toBeLessThan(kind.after + 3_000);
+    }
+  }, 30_000);
+});
+
 describe('MAX_CONNECTIONS', () => {
   let server: ServerProcess;
   beforeAll(async () => {
@@ -122,6 +177,127 @@ describe('MAX_CONNECTIONS', () => {
       return res.status === 200 ? res.status : undefined;
     });
     expect(status).toBe(200);
+  });
+});
+
+const connected = (socket: Socket) => new Promise((r) => socket.once('connect', r));
+const healthz = 'GET /healthz HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n';
+
+describe('MAX_CONNECTIONS_PER_ADDRESS', () => {
+  let server: ServerProcess;
+  beforeAll(async () => {
+    server = await startServer({ DATABASE_PATH: join(dir, 'per-address.db'), SEED_DEMO_DATA: 'false', MAX_CONNECTIONS_PER_ADDRESS: '3' });
+  }, 60_000);
+  afterAll(() => server.stop());
+
+  it('refuses an address its next connection before reading it, serves other addresses, and names the address in one log line', async () => {
+    const held = Array.from({ length: 3 }, () => exchange(server.url, undefined, '127.34.9.1'));
+    await Promise.all(held.map(({ socket }) => connected(socket)));
+    // Closed without a word, a malformed request included: nothing of it was parsed.
+    for (const text of [healthz, 'NOT HTTP\r\n\r\n', healthz]) expect(await exchange(server.url, text, '127.34.9.1').closed).toBe('');
+    expect(parse(await exchange(server.url, healthz, '127.34.9.2').closed).status).toBe(200);
+    const lines = await eventually(() => {
+      const named = server
+        .log()
+        .split('\n')
+        .filter((l) => l.includes('MAX_CONNECTIONS_PER_ADDRESS'));
+      return named.length > 0 ? named : undefined;
+    });
+    expect(lines).toHaveLength(1);
+    expect(JSON.parse(lines[0]!)).toMatchObject({ level: 40, address: '127.34.9.1', open: 3, cap: 3 });
+
+    // Its places come back as its connections go.
+    for (const { socket } of held) socket.destroy();
+    await Promise.all(held.map(({ closed }) => closed));
+    const status = await eventually(async () => {
+      const res = parse(await exchange(server.url, healthz, '127.34.9.1').closed);
+      return res.status === 200 ? res.status : undefined;
+    });
+    expect(status).toBe(200);
+  });
+
+  it('keeps the place of a connection that timed out for a while, so a slow client cannot come back in step', async () => {
+    const slow = await startServer({
+      DATABASE_PATH: join(dir, 'per-address-slow.db'),
+      SEED_DEMO_DATA: 'false',
+      MAX_CONNECTIONS_PER_ADDRESS: '20',
+      HEADERS_TIMEOUT_MS: '2000',
+    });
+    try {
+      const timedOut = Array.from({ length: 20 }, () => exchange(slow.url, 'GET /healthz HTTP/1.1\r\nHost: x\r\n', '127.34.9.3'));
+      const answers = await Promise.all(timedOut.map(({ closed }) => closed));
+      expect(answers.map((a) => parse(a).status)).toEqual(Array(20).fill(408));
+      // Their places come back one by one over the next HEADERS_TIMEOUT_MS, not all at once:
+      // each place taken again is held (a keep-alive connection after its answer).
+      const start = Date.now();
+      const admittedAt: number[] = [];
+      const holding: Socket[] = [];
+      while (admittedAt.length < 20 && Date.now() - start < 4_000) {
+        const { socket, closed } = exchange(slow.url, 'GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n', '127.34.9.3');
+        const answered = await Promise.race([closed.then(() => false), new Promise<boolean>((r) => socket.once('data', () => r(true)))]);
+        if (answered) {
+          admittedAt.push(Date.now() - start);
+          holding.push(socket);
+        }
+      }
+      for (const socket of holding) socket.destroy();
+      expect(admittedAt.length).toBe(20);
+      expect(admittedAt.filter((ms) => ms < 300).length).toBeLessThan(10);
+      expect(Math.max(...admittedAt)).toBeGreaterThan(500);
+    } finally {
+      await slow.stop();
+    }
+  }, 30_000);
+});
+
+describe('MAX_CONNECTIONS_PER_ADDRESS behind a trusted proxy', () => {
+  let server: ServerProcess;
+  beforeAll(async () => {
+    server = await startServer({
+      DATABASE_PATH: join(dir, 'proxy.db'),
+      SEED_DEMO_DATA: 'false',
+      MAX_CONNECTIONS_PER_ADDRESS: '2',
+      TRUST_PROXY: '127.34.9.5',
+    });
+  }, 60_000);
+  afterAll(() => server.stop());
+
+  it("does not count the proxy's connections as one client's, and still caps other addresses", async () => {
+    const viaProxy = Array.from({ length: 5 }, () => exchange(server.url, undefined, '127.34.9.5'));
+    await Promise.all(viaProxy.map(({ socket }) => connected(socket)));
+    expect(parse(await exchange(server.url, healthz, '127.34.9.5').closed).status).toBe(200);
+    const direct = Array.from({ length: 2 }, () => exchange(server.url, undefined, '127.34.9.6'));
+    await Promise.all(direct.map(({ socket }) => connected(socket)));
+    expect(await exchange(server.url, healthz, '127.34.9.6').closed).toBe('');
+    for (const { socket } of [...viaProxy, ...direct]) socket.destroy();
+  });
+});
+
+describe('the global cap (MAX_CONNECTIONS)', () => {
+  const limits = (open: string) => () =>
+    `Limit                     Soft Limit           Hard Limit           Units\nMax processes             95000                95000                processes\nMax open files            ${open}                20000                files\n`;
+
+  it("is derived from the process's file-descriptor limit, with room kept for the database and files", () => {
+    expect(fileDescriptorLimit(limits('20000'))).toBe(20_000);
+    expect(fileDescriptorLimit(limits('unlimited'))).toBeUndefined();
+    expect(
+      fileDescriptorLimit(() => {
+        throw new Error('no /proc');
+      }),
+    ).toBeUndefined();
+    expect(fileDescriptorLimit()).toBeGreaterThan(0);
+    expect(globalCap(undefined, 0, 20_000)).toBe(20_000 - reservedDescriptors);
+    // Each PostgreSQL connection of the pool is a descriptor too.
+    expect(globalCap(undefined, 10, 20_000)).toBe(20_000 - reservedDescriptors - 10);
+    expect(globalCap(500, 10, 20_000)).toBe(500);
+    expect(globalCap(undefined, 0, undefined)).toBe(1_000);
+  });
+
+  it('refuses at start-up a MAX_CONNECTIONS that the limit cannot hold, naming it', async () => {
+    expect(() => globalCap(100_000, 0, 20_000)).toThrow(/MAX_CONNECTIONS=100000 is more than .*ulimit -n: 20000/);
+    await expect(startServer({ DATABASE_PATH: join(dir, 'too-many.db'), MAX_CONNECTIONS: '10000000' })).rejects.toThrow(
+      /exited with 1 before listening:[^]*\nMAX_CONNECTIONS=10000000 is more than the \d+ connections/,
+    );
   });
 });
 

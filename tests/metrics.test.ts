@@ -3,6 +3,7 @@
 // WEB_CONCURRENCY=2 the counts of both workers added up by the primary. A real
 // Prometheus scrapes it in tests/prometheus/ (npm run test:prometheus).
 import { mkdtempSync, rmSync } from 'node:fs';
+import { connect } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { freePort, parseExposition, value, type Sample } from './exposition';
@@ -132,6 +133,39 @@ describe('GET /metrics', () => {
   it('serves /metrics alone on its port', async () => {
     expect((await fetch(`http://127.0.0.1:${metricsPort}/`)).status).toBe(404);
     expect((await fetch(`http://127.0.0.1:${metricsPort}/metrics`, { method: 'POST' })).status).toBe(404);
+  });
+});
+
+describe('GET /metrics: connections', () => {
+  it('counts the open connections and those refused, by the cap that refused them', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'petstore-metrics-connections-'));
+    const metricsPort = await freePort();
+    const server = await startServer({
+      DATABASE_PATH: join(dir, 'petstore.db'),
+      METRICS_PORT: String(metricsPort),
+      MAX_CONNECTIONS_PER_ADDRESS: '2',
+    });
+    const { hostname, port } = new URL(server.url);
+    const open = () => connect({ port: Number(port), host: hostname, localAddress: '127.34.8.1' }).on('error', () => {});
+    try {
+      const held = [open(), open()];
+      await Promise.all(held.map((s) => new Promise((r) => s.once('connect', r))));
+      const refused = [open(), open(), open()];
+      await Promise.all(refused.map((s) => new Promise((r) => s.once('close', r))));
+      const samples = await eventually(async () => {
+        const s = await scrape(metricsPort);
+        return value(s, 'petstore_refused_connections_total', { reason: 'address_cap' }) === 3 ? s : undefined;
+      });
+      expect(value(samples, 'petstore_refused_connections_total', { reason: 'global_cap' })).toBe(0);
+      expect(value(samples, 'petstore_open_connections')).toBe(2);
+      for (const s of held) s.destroy();
+      // Counters keep counting across scrapes; the gauge follows the connections.
+      await eventually(async () => (value(await scrape(metricsPort), 'petstore_open_connections') === 0 ? true : undefined));
+      expect(value(await scrape(metricsPort), 'petstore_refused_connections_total', { reason: 'address_cap' })).toBe(3);
+    } finally {
+      expect(await server.stop()).toBe(0);
+      rmSync(dir, { recursive: true, force: true });
+    }
   });
 });
 

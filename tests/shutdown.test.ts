@@ -211,7 +211,15 @@ if (testDatabaseUrl) {
 }
 
 describe('drain', () => {
-  const limits = { maxConnections: 100, headersTimeoutMs: 10_000, requestTimeoutMs: 10_000, keepAliveTimeoutMs: 5_000 };
+  const limits = {
+    maxConnections: 100,
+    maxConnectionsPerAddress: 0,
+    databasePoolSize: 10,
+    databaseUrl: undefined,
+    headersTimeoutMs: 10_000,
+    requestTimeoutMs: 10_000,
+    keepAliveTimeoutMs: 5_000,
+  };
 
   /** The app on a server in this process, its createAccount held until `release()`. */
   async function served(shutdownTimeoutMs: number) {

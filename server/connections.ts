@@ -1,0 +1,226 @@
+// How many connections the API's server holds: at most MAX_CONNECTIONS_PER_ADDRESS per
+// client address, so that one client cannot take the places of everyone else, and at most
+// MAX_CONNECTIONS in all, derived from the process's file-descriptor limit so that the
+// database and files always find one. docs/operations.md ("Connections") says what an
+// operator sees; docs/deployment.md says what a proxy in front must do instead.
+import { readFileSync } from 'node:fs';
+import { BlockList, type SocketAddress, type Socket } from 'node:net';
+import type { RequestListener, Server } from 'node:http';
+import { ipKeyGenerator } from 'express-rate-limit';
+import type { Config } from './config';
+import type { Logger } from './log';
+import { StartupError } from './startup';
+
+export type RefusalReason = 'address_cap' | 'global_cap';
+export const refusalReasons: readonly RefusalReason[] = ['address_cap', 'global_cap'];
+
+/** What the caps have done so far, read by the metrics at each scrape. */
+export interface ConnectionCounts {
+  /** Connections open now. */
+  readonly open: number;
+  /** Connections refused since start, by the cap that refused them. */
+  readonly refused: Readonly<Record<RefusalReason, number>>;
+}
+
+/**
+ * File descriptors kept for everything but client connections: Node's own (stdio, the
+ * event loop, its threads), the SQLite files of two connections, the metrics listener and
+ * its scrapers, files read for /docs, an exporter's sockets; plus one per PostgreSQL
+ * connection of the pool.
+ */
+export const reservedDescriptors = 128;
+
+/** The process's limit on open files, from /proc (Node raises the soft limit to the hard one at start); undefined where unknown. */
+export function fileDescriptorLimit(limits = () => readFileSync('/proc/self/limits', 'utf8')): number | undefined {
+  let text: string;
+  try {
+    text = limits();
+  } catch {
+    return undefined;
+  }
+  const match = /^Max open files\s+(\d+|unlimited)/m.exec(text);
+  if (!match?.[1] || match[1] === 'unlimited') return undefined;
+  return Number(match[1]);
+}
+
+/** Where /proc is not there to say (not Linux): the cap the service had before it was derived. */
+const capWithoutLimit = 1_000;
+
+/**
+ * The global cap: MAX_CONNECTIONS when set, else what the file-descriptor limit leaves
+ * once `reservedDescriptors` and the database pool are kept aside. A MAX_CONNECTIONS the
+ * limit cannot hold stops start-up: past it, accept() would fail and starve the database.
+ */
+export function globalCap(configured: number | undefined, poolSize: number, limit: number | undefined): number {
+  const room = limit === undefined ? undefined : limit - reservedDescriptors - poolSize;
+  if (room !== undefined && room < 1) {
+    throw new StartupError(
+      `The file-descriptor limit (ulimit -n) is ${limit}: too low to serve; raise it to at least ${reservedDescriptors + poolSize + 256}`,
+    );
+  }
+  if (configured === undefined) return room ?? capWithoutLimit;
+  if (room !== undefined && configured > room) {
+    throw new StartupError(
+      `MAX_CONNECTIONS=${configured} is more than the ${room} connections the file-descriptor limit (ulimit -n: ${limit}) leaves room for; ` +
+        'raise the limit, or leave MAX_CONNECTIONS unset to derive it',
+    );
+  }
+  return configured;
+}
+
+/**
+ * The address a connection is counted under, as the rate limits count a request's
+ * (server/rate-limit.ts): an IPv4 address (also when written in IPv6 by a dual-stack
+ * listener), or an IPv6 address's /56, since one IPv6 client holds a whole prefix.
+ */
+const addressKey = (address: string) => ipKeyGenerator(address);
+
+export interface CapOptions {
+  /** Connections one client address may hold; 0 is no cap. */
+  perAddress: number;
+  /** Connections in all (see globalCap). */
+  global: number;
+  /**
+   * A trusted proxy's address (TRUST_PROXY): its connections carry many clients, so the
+   * per-address cap does not count them; the proxy caps its clients itself.
+   */
+  isProxy: (address: string) => boolean;
+  /**
+   * A connection that ended in 408 (HEADERS_TIMEOUT_MS or REQUEST_TIMEOUT_MS) keeps its
+   * place in its address's count for a random part of this longer.
+   */
+  holdAfterTimeoutMs: number;
+}
+
+export type CapsConfig = Pick<
+  Config,
+  'maxConnections' | 'maxConnectionsPerAddress' | 'databaseUrl' | 'databasePoolSize' | 'headersTimeoutMs'
+>;
+
+/**
+ * The peers Express trusts as proxies (TRUST_PROXY, compiled by Express into its `trust
+ * proxy fn` setting), so that the cap and `req.ip` agree on who is a proxy; none for a
+ * listener that is not an Express app.
+ */
+export function trustedProxies(app: RequestListener): (address: string) => boolean {
+  type Trust = (address: string, hop: number) => boolean;
+  const trust = (app as { get?: (setting: string) => Trust | undefined }).get?.('trust proxy fn');
+  return trust ? (address) => trust(address, 0) : () => false;
+}
+
+/** The caps of a configuration: the pool counts only where there is one (PostgreSQL). */
+export function connectionCaps(config: CapsConfig, isProxy: (address: string) => boolean, limit = fileDescriptorLimit()): CapOptions {
+  const pool = config.databaseUrl ? config.databasePoolSize : 0;
+  return {
+    perAddress: config.maxConnectionsPerAddress,
+    global: globalCap(config.maxConnections, pool, limit),
+    isProxy,
+    holdAfterTimeoutMs: config.headersTimeoutMs,
+  };
+}
+
+const logWindowMs = 60_000;
+/** Addresses named in the log a minute at most; the rest are counted in the minute's summary. */
+const namedPerWindow = 10;
+
+/**
+ * Puts the caps on `server`. Both refuse a connection as it is accepted, before Node makes
+ * a socket object of it or attaches its HTTP parser: the global cap is Node's
+ * `maxConnections`; the per-address one is the server's `blockList` (the check net.Server
+ * runs on each accepted handle, its `blockList` option), asked here how many connections
+ * the address holds rather than whether it is listed.
+ */
+export function capConnections(server: Server, options: CapOptions, log: Logger): ConnectionCounts {
+  const { perAddress, isProxy } = options;
+  server.maxConnections = options.global;
+  const refused = { address_cap: 0, global_cap: 0 };
+  let open = 0;
+  // Connections held per address; an address leaves the map with its last connection.
+  const held = new Map<string, number>();
+
+  // One line when an address first meets its cap in a minute (up to namedPerWindow
+  // addresses), and one summary a minute: an attacker cannot turn refusals into a log flood.
+  const named = new Set<string>();
+  let inWindow = { address_cap: 0, global_cap: 0 };
+  const summary = setInterval(() => {
+    if (inWindow.address_cap + inWindow.global_cap > 0) {
+      log.warn({ refused: inWindow, addressesNamed: named.size }, 'connections refused in the last minute');
+    }
+    inWindow = { address_cap: 0, global_cap: 0 };
+    named.clear();
+  }, logWindowMs);
+  summary.unref();
+
+  server.on('drop', () => {
+    refused.global_cap++;
+    if (inWindow.global_cap++ === 0) {
+      log.warn({ cap: options.global }, 'open connections at the global cap (MAX_CONNECTIONS): refusing new ones');
+    }
+  });
+
+  const capped = perAddress > 0;
+  // The key check() admitted, for the 'connection' event that Node emits right after it
+  // for the same handle: the peer's address is asked of the kernel once.
+  let admitted: string | null | undefined;
+  const keyOf = (address: string) => (isProxy(address) ? null : addressKey(address));
+  class PerAddressCap extends BlockList {
+    override check(peer: string | SocketAddress): boolean {
+      const key = keyOf(typeof peer === 'string' ? peer : peer.address);
+      const count = key === null ? 0 : (held.get(key) ?? 0);
+      if (key === null || count < perAddress) {
+        admitted = key;
+        return false;
+      }
+      refused.address_cap++;
+      inWindow.address_cap++;
+      if (!named.has(key) && named.size < namedPerWindow) {
+        named.add(key);
+        log.warn(
+          { address: key, open: count, cap: perAddress },
+          'connections from one address at their cap (MAX_CONNECTIONS_PER_ADDRESS): refusing new ones',
+        );
+      }
+      return true;
+    }
+  }
+  // Set on the instance, where net.Server keeps its `blockList` option: http.createServer
+  // does not pass that option on. tests/http-server.test.ts fails if Node stops reading it.
+  if (capped) (server as Server & { blockList?: BlockList }).blockList = new PerAddressCap();
+
+  // A slow client's connections all time out in the same sweep of Node's, and an attacker
+  // opens them again at once: the next timeouts come together again, each time a burst of
+  // work that delays everyone else. Keeping a timed-out connection's place a random while
+  // longer spreads them out (a client that sends its requests whole never meets this).
+  const timedOut = new WeakSet<Socket>();
+  server.on('clientError', (err: NodeJS.ErrnoException, socket: Socket) => {
+    if (err.code === 'ERR_HTTP_REQUEST_TIMEOUT') timedOut.add(socket);
+  });
+  const leave = (key: string) => {
+    const count = held.get(key) ?? 1;
+    if (count <= 1) held.delete(key);
+    else held.set(key, count - 1);
+  };
+  server.prependListener('connection', (socket: Socket) => {
+    open++;
+    let key: string | null = null;
+    if (capped) {
+      if (admitted !== undefined) key = admitted;
+      else if (socket.remoteAddress !== undefined) key = keyOf(socket.remoteAddress);
+      admitted = undefined;
+    }
+    if (key !== null) held.set(key, (held.get(key) ?? 0) + 1);
+    socket.once('close', () => {
+      open--;
+      if (key === null) return;
+      if (timedOut.has(socket)) setTimeout(leave, Math.random() * options.holdAfterTimeoutMs, key).unref();
+      else leave(key);
+    });
+  });
+
+  return {
+    get open() {
+      return open;
+    },
+    refused,
+  };
+}
