@@ -61,6 +61,8 @@ export const pets = sqliteTable(
   (t) => [
     index('pets_status_idx').on(t.status, t.id),
     index('pets_category_idx').on(t.categoryId, t.id),
+    // Both filters at once: without it a category's pets are read one by one for their status.
+    index('pets_category_status_idx').on(t.categoryId, t.status, t.id),
     check('pets_status_check', sql`${t.status} in ('available', 'pending', 'sold')`),
   ],
 );

@@ -6,9 +6,9 @@
 import { and, asc, count, desc, eq, gt, gte, inArray, isNull, lte, or, sql, type SQL } from 'drizzle-orm';
 import { drizzle, type NodePgDatabase } from 'drizzle-orm/node-postgres';
 import { migrate } from 'drizzle-orm/node-postgres/migrator';
+import type { AnyPgColumn } from 'drizzle-orm/pg-core';
 import type { Pool, PoolClient } from 'pg';
 import type { Queries, Storage } from '../../domain/storage';
-import type { Principal } from '../../domain/types';
 import { asUnavailable, createAvailability, isConnectionError, openPool } from './connection';
 import { toAccount, toApiKey, toCategory, toMessage, toOrder, toPet } from '../rows';
 import * as schema from './schema';
@@ -23,11 +23,34 @@ const isUniqueViolation = (error: unknown): boolean => {
   return typeof e === 'object' && e !== null && (e.code === '23505' || isUniqueViolation(e.cause));
 };
 
-const visibleTo = (viewer: Principal): SQL[] => (viewer.role === 'admin' ? [] : [eq(orders.accountId, viewer.accountId)]);
-
 const inventoryColumns = { petId: pets.id, quantity: inventory.quantity, status: pets.status };
 
 type Executor = NodePgDatabase<typeof schema>;
+
+/** The largest id the spec allows (2^53-1): the end of a keyset range. */
+const maxId = 9007199254740991;
+
+/**
+ * A page of the rows whose `equal` columns hold the given values, after id `after`, in id
+ * order. With one such column, written as a range of row values, `(a, id) > (x, after) and
+ * (a, id) <= (x, max) order by a, id`: only an index on (a, id) yields that order, so the
+ * page is read from it whatever the statistics say. Written as `a = x and id > after order
+ * by id`, PostgreSQL walks the primary key and checks a row by row when it expects a to
+ * match often: a walk as long as the table when the rows that match all lie at its end,
+ * which its statistics cannot see (`a = x` would make a a constant, dropped from the
+ * order). With two or more, the index on all of them is the most selective by the
+ * statistics, and is chosen for it (tests/list-plans.test.ts checks both).
+ */
+function keysetPage(equal: Array<[AnyPgColumn, unknown]>, id: AnyPgColumn, after: number): { where: SQL | undefined; orderBy: SQL[] } {
+  const [only, ...more] = equal;
+  if (!only) return { where: gt(id, after), orderBy: [asc(id)] };
+  if (more.length > 0) return { where: and(gt(id, after), ...equal.map(([c, v]) => eq(c, v))), orderBy: [asc(id)] };
+  const [column, value] = only;
+  return {
+    where: and(sql`(${column}, ${id}) > (${value}, ${after})`, sql`(${column}, ${id}) <= (${value}, ${maxId})`),
+    orderBy: [asc(column), asc(id)],
+  };
+}
 
 const p = sql.placeholder;
 // A placeholder where drizzle's types take a value or SQL only (an update's set).
@@ -203,15 +226,17 @@ function createQueries(db: Executor): Queries {
 
     insertApiKey: async (input) => toApiKey((await db.insert(apiKeys).values(input).returning())[0]!),
     findKeyOwner: async (hash) => first(await prepared.findKeyOwner.execute({ hash })),
-    listApiKeys: async (accountId, page) =>
-      (
+    async listApiKeys(accountId, page) {
+      const { where, orderBy } = keysetPage([[apiKeys.accountId, accountId]], apiKeys.id, page.after);
+      return (
         await db
           .select()
           .from(apiKeys)
-          .where(and(eq(apiKeys.accountId, accountId), gt(apiKeys.id, page.after)))
-          .orderBy(asc(apiKeys.id))
+          .where(where)
+          .orderBy(...orderBy)
           .limit(page.limit)
-      ).map(toApiKey),
+      ).map(toApiKey);
+    },
     async revokeApiKey(accountId, keyId, at) {
       const owned = first(
         await db
@@ -259,16 +284,23 @@ function createQueries(db: Executor): Queries {
     petInCategory: async (categoryId) => first(await prepared.petInCategory.execute({ id: categoryId }))?.id ?? null,
 
     async listPets(filter, page) {
-      const where: SQL[] = [gt(pets.id, page.after)];
-      if (filter.status !== undefined) where.push(eq(pets.status, filter.status));
-      if (filter.categoryId !== undefined) where.push(eq(pets.categoryId, filter.categoryId));
-      if (filter.ids !== undefined) where.push(inArray(pets.id, filter.ids));
+      const equal: Array<[AnyPgColumn, unknown]> = [];
+      if (filter.categoryId !== undefined) equal.push([pets.categoryId, filter.categoryId]);
+      if (filter.status !== undefined) equal.push([pets.status, filter.status]);
+      // Ids asked for (at most 100) are primary-key lookups; the other filters are checked on each.
+      const { where, orderBy } =
+        filter.ids !== undefined
+          ? {
+              where: and(gt(pets.id, page.after), inArray(pets.id, filter.ids), ...equal.map(([column, value]) => eq(column, value))),
+              orderBy: [asc(pets.id)],
+            }
+          : keysetPage(equal, pets.id, page.after);
       return (
         await db
           .select()
           .from(pets)
-          .where(and(...where))
-          .orderBy(asc(pets.id))
+          .where(where)
+          .orderBy(...orderBy)
           .limit(page.limit)
       ).map(toPet);
     },
@@ -294,14 +326,13 @@ function createQueries(db: Executor): Queries {
     },
 
     async listInventory(filter, page) {
-      const where: SQL[] = [gt(pets.id, page.after)];
-      if (filter.status !== undefined) where.push(eq(pets.status, filter.status));
+      const { where, orderBy } = keysetPage(filter.status === undefined ? [] : [[pets.status, filter.status]], pets.id, page.after);
       return db
         .select(inventoryColumns)
         .from(pets)
         .innerJoin(inventory, eq(inventory.petId, pets.id))
-        .where(and(...where))
-        .orderBy(asc(pets.id))
+        .where(where)
+        .orderBy(...orderBy)
         .limit(page.limit);
     },
     findInventory: async (petId) => first(await prepared.findInventory.execute({ petId })),
@@ -311,14 +342,16 @@ function createQueries(db: Executor): Queries {
     },
 
     async listOrders(viewer, filter, page) {
-      const where = [...visibleTo(viewer), gt(orders.id, page.after)];
-      if (filter.complete !== undefined) where.push(eq(orders.complete, filter.complete));
+      const equal: Array<[AnyPgColumn, unknown]> = [];
+      if (viewer.role !== 'admin') equal.push([orders.accountId, viewer.accountId]);
+      if (filter.complete !== undefined) equal.push([orders.complete, filter.complete]);
+      const { where, orderBy } = keysetPage(equal, orders.id, page.after);
       return (
         await db
           .select()
           .from(orders)
-          .where(and(...where))
-          .orderBy(asc(orders.id))
+          .where(where)
+          .orderBy(...orderBy)
           .limit(page.limit)
       ).map(toOrder);
     },

@@ -1,0 +1,1 @@
+CREATE INDEX "pets_category_status_idx" ON "pets" USING btree ("category_id","status","id");
