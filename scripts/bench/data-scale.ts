@@ -1,0 +1,485 @@
+// npm run bench:scale, the data-scale variant of npm run bench: does a request's cost stay
+// put as the data grows? It writes 1M pets (each with its stock row), 1M orders and 10k
+// accounts with a key each straight into the service's own schema (SQL in one transaction
+// on SQLite, generate_series on PostgreSQL), starts the service on it as `npm start` does,
+// and loads every list operation with every combination of its filters (openapi.yaml's,
+// checked here), with values that match often, one row in a thousand and nothing, and a
+// cursor deep in the data, 8 connections each, beside the unfiltered first page of
+// GET /pets. Goals: each >= 0.5x that page's req/s, p99 <= 20 ms.
+//
+// Then what one customer's key can cost: CPU time per request of the service process
+// (/proc/PID/stat, its threads included) for the dearest requests a customer may make,
+// times the default per-key limit (RATE_LIMIT_PER_MINUTE, 600 a minute): the share of
+// one core a key holds at its limit. Goal: <= 10%.
+//
+// First SQLite, then PostgreSQL on a throwaway server (scripts/with-postgres.sh; set
+// BENCH_PG_URL to use a running one, BENCH_SKIP_POSTGRES=1 to skip it). Settings:
+// BENCH_SCALE_PETS, BENCH_SCALE_ORDERS, BENCH_SCALE_ACCOUNTS, BENCH_SCALE_DURATION (s per
+// case), BENCH_SCALE_ONLY (parts of case names). A benchmark, not a test: it exits 0
+// whether or not the goals are met. docs/performance.md, "Data scale", has the figures.
+import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { cpus, loadavg, tmpdir } from 'node:os';
+import { join } from 'node:path';
+import autocannon from 'autocannon';
+import { Client } from 'pg';
+import { createDatabase } from '../../db/client';
+import { migratePg, openPgDatabase } from '../../db/pg/storage';
+import { loadConfig } from '../../server/config';
+import { encodeCursor } from '../../server/pagination';
+import { generateApiKey } from '../../server/security';
+import { loadSpec } from '../../server/spec';
+import { clockTicks, freePort, median, num, stat } from './common';
+
+const root = join(__dirname, '..', '..');
+const pets = Math.floor(num('BENCH_SCALE_PETS', 1_000_000));
+const orders = Math.floor(num('BENCH_SCALE_ORDERS', 1_000_000));
+const accounts = Math.max(3, Math.floor(num('BENCH_SCALE_ACCOUNTS', 10_000)));
+const seconds = num('BENCH_SCALE_DURATION', 3);
+const connections = 8;
+const only = (process.env.BENCH_SCALE_ONLY ?? '').split(',').filter(Boolean);
+const pgUrl = process.env.BENCH_PG_URL;
+/** The service's default per-key limit, from its own configuration. */
+const perKeyPerMinute = loadConfig({}).rateLimitPerMinute;
+
+// ---- the data --------------------------------------------------------------------
+//
+// Pet i (1..N): category 1 + i % 10 (ten of 100k each at 1M), except every thousandth
+// (i % 1000 = 500), which is in category 11 (one in a thousand); category 12 has none.
+// Status 'pending' for i % 1000 = 0 (one in a thousand, all in category 1), else
+// 'available'; 'sold' matches nothing. Order i: account 1 + i % A, pet i, complete when
+// i % 1000 = 0 (one in a thousand; ten accounts hold them all at 10k accounts). The last
+// account is an admin. Every account has one key.
+
+const created = '2026-01-01T00:00:00.000Z';
+const statusOf = `case when i % 1000 = 0 then 'pending' else 'available' end`;
+const categoryOf = `case when i % 1000 = 500 then 11 else 1 + i % 10 end`;
+
+interface Keys {
+  /** A customer whose orders include no complete one (account 2). */
+  customer: string;
+  /** A customer with complete orders (account 1). */
+  completer: string;
+  admin: string;
+}
+
+function makeKeys(): { rows: Array<{ accountId: number; keyHash: string; prefix: string; lastFour: string }>; keys: Keys } {
+  const rows = [];
+  const secrets: string[] = [];
+  for (let a = 1; a <= accounts; a++) {
+    const { key, keyHash, prefix, lastFour } = generateApiKey();
+    rows.push({ accountId: a, keyHash, prefix, lastFour });
+    secrets.push(key);
+  }
+  return { rows, keys: { completer: secrets[0]!, customer: secrets[1]!, admin: secrets[accounts - 1]! } };
+}
+
+function seedSqlite(path: string): Keys {
+  const db = createDatabase(path);
+  const s = db.$client;
+  s.pragma('synchronous = OFF');
+  s.pragma('cache_size = -262144');
+  const { rows, keys } = makeKeys();
+  const series = (n: number) => `with recursive n(i) as (select 1 union all select i + 1 from n where i < ${n})`;
+  s.transaction(() => {
+    s.exec(`${series(12)} insert into categories (id, name, name_key) select i, 'Scale ' || i, 'scale ' || i from n`);
+    s.exec(`${series(accounts)} insert into accounts (id, email, password_hash, role, created_at)
+      select i, 'scale' || i || '@example.com', 'none', case when i = ${accounts} then 'admin' else 'customer' end, '${created}' from n`);
+    s.exec(`${series(pets)} insert into pets (id, name, category_id, status) select i, 'Pet ' || i, ${categoryOf}, ${statusOf} from n`);
+    s.exec(`insert into inventory (pet_id, quantity) select id, 1000000 from pets`);
+    s.exec(`${series(orders)} insert into orders (id, account_id, pet_id, quantity, complete, created_at)
+      select i, 1 + i % ${accounts}, 1 + (i - 1) % ${pets}, 1, i % 1000 = 0, '${created}' from n`);
+    const key = s.prepare(`insert into api_keys (account_id, key_hash, prefix, last_four, created_at) values (?, ?, ?, ?, '${created}')`);
+    for (const r of rows) key.run(r.accountId, r.keyHash, r.prefix, r.lastFour);
+  })();
+  s.pragma('wal_checkpoint(TRUNCATE)');
+  s.close();
+  return keys;
+}
+
+async function seedPostgres(url: string): Promise<Keys> {
+  // The service migrates at start; the schema must exist before the rows go in.
+  const pool = openPgDatabase(url, 1);
+  await migratePg(pool);
+  await pool.$client.end();
+  const { rows, keys } = makeKeys();
+  const client = new Client({ connectionString: url });
+  await client.connect();
+  try {
+    await client.query('begin');
+    await client.query(`insert into categories (id, name, name_key) select i, 'Scale ' || i, 'scale ' || i from generate_series(1, 12) i`);
+    await client.query(`insert into accounts (id, email, password_hash, role, created_at)
+      select i, 'scale' || i || '@example.com', 'none', case when i = ${accounts} then 'admin' else 'customer' end, '${created}'
+      from generate_series(1, ${accounts}) i`);
+    await client.query(
+      `insert into pets (id, name, category_id, status) select i, 'Pet ' || i, ${categoryOf}, ${statusOf} from generate_series(1, ${pets}) i`,
+    );
+    await client.query(`insert into inventory (pet_id, quantity) select id, 1000000 from pets`);
+    await client.query(`insert into orders (id, account_id, pet_id, quantity, complete, created_at)
+      select i, 1 + i % ${accounts}, 1 + (i - 1) % ${pets}, 1, i % 1000 = 0, '${created}' from generate_series(1, ${orders}) i`);
+    await client.query(
+      `insert into api_keys (account_id, key_hash, prefix, last_four, created_at)
+       select * , '${created}' from unnest($1::bigint[], $2::text[], $3::text[], $4::text[])`,
+      [rows.map((r) => r.accountId), rows.map((r) => r.keyHash), rows.map((r) => r.prefix), rows.map((r) => r.lastFour)],
+    );
+    for (const table of ['categories', 'accounts', 'pets', 'orders', 'api_keys']) {
+      await client.query(`select setval(pg_get_serial_sequence('${table}', 'id'), (select max(id) from ${table}))`);
+    }
+    await client.query('commit');
+    await client.query('vacuum analyze');
+  } finally {
+    await client.end();
+  }
+  return keys;
+}
+
+// ---- the cases -------------------------------------------------------------------
+
+interface Case {
+  name: string;
+  path: string;
+  who: keyof Keys;
+  method?: 'GET' | 'POST';
+  body?: string;
+  basic?: boolean;
+}
+
+const deepPet = encodeCursor(pets - 1000);
+const deepOrder = encodeCursor(orders - 1000);
+/** 100 ids spread over the whole table (the most `ids` takes). */
+const spread = Array.from({ length: 100 }, (_, i) => 1 + Math.floor((i * pets) / 100)).join(',');
+
+const baseline: Case = { name: 'GET /pets (first page, no filter)', path: '/pets', who: 'customer' };
+
+/** op, the filters it uses (spec names), and the request; one line of the table each. */
+const listCases: Array<Case & { op: string; filters: string[] }> = [
+  { op: 'listPets', filters: ['status'], name: 'pets status, most match', path: '/pets?status=available', who: 'customer' },
+  { op: 'listPets', filters: ['status'], name: 'pets status, 1 in 1000', path: '/pets?status=pending', who: 'customer' },
+  { op: 'listPets', filters: ['status'], name: 'pets status, none', path: '/pets?status=sold', who: 'customer' },
+  { op: 'listPets', filters: ['categoryId'], name: 'pets category, 1 in 10', path: '/pets?categoryId=1', who: 'customer' },
+  { op: 'listPets', filters: ['categoryId'], name: 'pets category, 1 in 1000', path: '/pets?categoryId=11', who: 'customer' },
+  { op: 'listPets', filters: ['categoryId'], name: 'pets category, none', path: '/pets?categoryId=12', who: 'customer' },
+  {
+    op: 'listPets',
+    filters: ['status', 'categoryId'],
+    name: 'pets status+category, most match',
+    path: '/pets?status=available&categoryId=3',
+    who: 'customer',
+  },
+  {
+    op: 'listPets',
+    filters: ['status', 'categoryId'],
+    name: 'pets status+category, 1 in 1000',
+    path: '/pets?status=pending&categoryId=1',
+    who: 'customer',
+  },
+  {
+    op: 'listPets',
+    filters: ['status', 'categoryId'],
+    name: 'pets status+category, none (issue 36)',
+    path: '/pets?status=pending&categoryId=2',
+    who: 'customer',
+  },
+  { op: 'listPets', filters: ['ids'], name: 'pets 100 ids', path: `/pets?ids=${spread}`, who: 'customer' },
+  {
+    op: 'listPets',
+    filters: ['ids', 'status'],
+    name: 'pets 100 ids+status, none',
+    path: `/pets?ids=${spread}&status=sold`,
+    who: 'customer',
+  },
+  {
+    op: 'listPets',
+    filters: ['ids', 'categoryId'],
+    name: 'pets 100 ids+category, none',
+    path: `/pets?ids=${spread}&categoryId=12`,
+    who: 'customer',
+  },
+  {
+    op: 'listPets',
+    filters: ['ids', 'status', 'categoryId'],
+    name: 'pets 100 ids+status+category',
+    path: `/pets?ids=${spread}&status=available&categoryId=2`,
+    who: 'customer',
+  },
+  { op: 'listPets', filters: [], name: 'pets deep cursor', path: `/pets?cursor=${deepPet}`, who: 'customer' },
+  {
+    op: 'listPets',
+    filters: ['status'],
+    name: 'pets status, deep cursor',
+    path: `/pets?status=available&cursor=${deepPet}`,
+    who: 'customer',
+  },
+  {
+    op: 'listPets',
+    filters: ['status', 'categoryId'],
+    name: 'pets status+category, deep cursor',
+    path: `/pets?status=available&categoryId=1&cursor=${deepPet}`,
+    who: 'customer',
+  },
+  { op: 'listCategories', filters: [], name: 'categories', path: '/categories', who: 'customer' },
+  { op: 'listInventory', filters: [], name: 'inventory', path: '/store/inventory', who: 'customer' },
+  {
+    op: 'listInventory',
+    filters: ['status'],
+    name: 'inventory status, most match',
+    path: '/store/inventory?status=available',
+    who: 'customer',
+  },
+  {
+    op: 'listInventory',
+    filters: ['status'],
+    name: 'inventory status, 1 in 1000',
+    path: '/store/inventory?status=pending',
+    who: 'customer',
+  },
+  { op: 'listInventory', filters: ['status'], name: 'inventory status, none', path: '/store/inventory?status=sold', who: 'customer' },
+  {
+    op: 'listInventory',
+    filters: ['status'],
+    name: 'inventory status, deep cursor',
+    path: `/store/inventory?status=available&cursor=${deepPet}`,
+    who: 'customer',
+  },
+  { op: 'listOrders', filters: [], name: 'orders, customer', path: '/store/orders', who: 'customer' },
+  { op: 'listOrders', filters: ['complete'], name: 'orders open, customer', path: '/store/orders?complete=false', who: 'customer' },
+  {
+    op: 'listOrders',
+    filters: ['complete'],
+    name: 'orders complete, customer, none',
+    path: '/store/orders?complete=true',
+    who: 'customer',
+  },
+  {
+    op: 'listOrders',
+    filters: ['complete'],
+    name: 'orders complete, customer, all match',
+    path: '/store/orders?complete=true',
+    who: 'completer',
+  },
+  { op: 'listOrders', filters: [], name: 'orders, customer, deep cursor', path: `/store/orders?cursor=${deepOrder}`, who: 'customer' },
+  { op: 'listOrders', filters: [], name: 'orders, admin', path: '/store/orders', who: 'admin' },
+  { op: 'listOrders', filters: ['complete'], name: 'orders complete, admin, 1 in 1000', path: '/store/orders?complete=true', who: 'admin' },
+  {
+    op: 'listOrders',
+    filters: ['complete'],
+    name: 'orders open, admin, deep cursor',
+    path: `/store/orders?complete=false&cursor=${deepOrder}`,
+    who: 'admin',
+  },
+  { op: 'listApiKeys', filters: [], name: 'api keys', path: '/api-keys', who: 'customer' },
+];
+
+/** The dearest requests a customer's key may make: the largest pages, the most ids, a write. */
+const costCases: Case[] = [
+  { name: 'GET /pets?limit=100', path: '/pets?limit=100', who: 'customer' },
+  { name: 'GET /pets?ids=<100 ids>&limit=100', path: `/pets?ids=${spread}&limit=100`, who: 'customer' },
+  { name: 'GET /pets?status=pending&categoryId=1&limit=100', path: '/pets?status=pending&categoryId=1&limit=100', who: 'customer' },
+  { name: 'GET /store/inventory?limit=100', path: '/store/inventory?limit=100', who: 'customer' },
+  { name: 'GET /store/orders?limit=100', path: '/store/orders?limit=100', who: 'customer' },
+  { name: 'GET /categories?limit=100', path: '/categories?limit=100', who: 'customer' },
+  {
+    name: 'POST /store/orders',
+    path: '/store/orders',
+    who: 'customer',
+    method: 'POST',
+    body: JSON.stringify({ petId: 7, quantity: 1 }),
+  },
+];
+
+/** Every combination of each list operation's filters (openapi.yaml) has a case, or the bench refuses to run. */
+function checkCoverage(): void {
+  const spec = loadSpec() as unknown as {
+    paths: Record<string, { get?: { operationId: string; parameters?: Array<{ name?: string; in?: string; $ref?: string }> } }>;
+  };
+  const missing: string[] = [];
+  for (const item of Object.values(spec.paths)) {
+    const get = item.get;
+    const params = get?.parameters ?? [];
+    if (!get || !params.some((p) => p.$ref === '#/components/parameters/Cursor')) continue;
+    const filters = params.filter((p) => !p.$ref).map((p) => p.name as string);
+    for (let mask = 0; mask < 1 << filters.length; mask++) {
+      const combo = filters.filter((_, i) => mask & (1 << i)).sort();
+      const covered = listCases.some((c) => c.op === get.operationId && [...c.filters].sort().join() === combo.join());
+      if (!covered) missing.push(`${get.operationId}(${combo.join(', ')})`);
+    }
+  }
+  if (missing.length) throw new Error(`scripts/bench/data-scale.ts has no case for: ${missing.join('; ')}`);
+}
+
+// ---- load --------------------------------------------------------------------------
+
+interface Sample {
+  rps: number;
+  p99: number;
+  /** Service CPU ms per request. */
+  cpuMs: number;
+  bad: number;
+}
+
+const cpuTicks = (pid: number) => stat(pid)?.own ?? NaN;
+
+function fire(port: number, pid: number, c: Case, keys: Keys, duration: number): Promise<Sample> {
+  const auth = `Bearer ${keys[c.who]}`;
+  const before = cpuTicks(pid);
+  return new Promise((resolve, reject) => {
+    autocannon(
+      {
+        url: `http://127.0.0.1:${port}${c.path}`,
+        connections,
+        duration,
+        method: c.method ?? 'GET',
+        headers: { Authorization: auth, ...(c.body && { 'Content-Type': 'application/json' }) },
+        ...(c.body && { body: c.body }),
+      },
+      (err: unknown, result: autocannon.Result) => {
+        if (err) return reject(err instanceof Error ? err : new Error('autocannon failed', { cause: err }));
+        const served = result.requests.total;
+        resolve({
+          rps: served / (result.duration || duration),
+          p99: result.latency.p99,
+          cpuMs: ((cpuTicks(pid) - before) / clockTicks / Math.max(1, served)) * 1000,
+          bad: result.non2xx + result.errors,
+        });
+      },
+    );
+  });
+}
+
+async function startService(env: Record<string, string>): Promise<{ port: number; child: ChildProcess }> {
+  const port = await freePort();
+  // As `npm start` runs it (package.json), in its default configuration but for the limit
+  // a load generator on one address would hit at once.
+  const child = spawn(process.execPath, ['dist/server/main.js'], {
+    cwd: root,
+    env: { ...process.env, PORT: String(port), HOST: '127.0.0.1', SEED_DEMO_DATA: 'false', RATE_LIMIT_PER_MINUTE: '1000000', ...env },
+    stdio: ['ignore', 'ignore', 'pipe'],
+  });
+  // Its log lines (one per request, on stderr) are read and dropped; the last ones are shown if it fails to start.
+  let tail = '';
+  child.stderr?.on('data', (chunk: Buffer) => {
+    tail = (tail + chunk.toString()).slice(-4000);
+  });
+  for (let i = 0; i < 1200; i++) {
+    const ok = await fetch(`http://127.0.0.1:${port}/readyz`).then(
+      (r) => r.ok,
+      () => false,
+    );
+    if (ok) return { port, child };
+    await new Promise((r) => setTimeout(r, 100));
+  }
+  child.kill('SIGKILL');
+  throw new Error(`the service did not become ready within 120 s; its last output:\n${tail}`);
+}
+
+const fmt = (n: number, digits = 0) => (Number.isFinite(n) ? n.toFixed(digits) : '-');
+const pad = (s: string, n: number) => s.padEnd(n);
+const lpad = (s: string, n: number) => s.padStart(n);
+
+async function run(engine: string, env: Record<string, string>, keys: Keys): Promise<void> {
+  const { port, child } = await startService(env);
+  const pid = child.pid as number;
+  try {
+    const selected = listCases.filter((c) => only.length === 0 || only.some((o) => c.name.includes(o)));
+    // Warm the pages and the statements of every case, then the baseline between every few cases.
+    for (const c of [baseline, ...selected]) await fire(port, pid, c, keys, 0.5);
+    const base: Sample[] = [await fire(port, pid, baseline, keys, seconds)];
+    const rows: Array<{ c: Case; s: Sample }> = [];
+    for (const [i, c] of selected.entries()) {
+      rows.push({ c, s: await fire(port, pid, c, keys, seconds) });
+      if (i % 6 === 5) base.push(await fire(port, pid, baseline, keys, seconds));
+    }
+    base.push(await fire(port, pid, baseline, keys, seconds));
+    const baseRps = median(base.map((b) => b.rps));
+    const baseP99 = median(base.map((b) => b.p99));
+
+    const load = loadavg()
+      .map((l) => l.toFixed(1))
+      .join(' ');
+    console.log(
+      `\n${engine}: ${pets} pets, ${orders} orders, ${accounts} accounts; ${connections} connections, ${seconds} s each; load average ${load} on ${cpus().length} cores`,
+    );
+    console.log(`${pad('request', 40)} ${lpad('req/s', 7)} ${lpad('x first page', 12)} ${lpad('p99 ms', 7)}  goal`);
+    console.log(`${pad(baseline.name, 40)} ${lpad(fmt(baseRps), 7)} ${lpad('1.00', 12)} ${lpad(fmt(baseP99), 7)}`);
+    let met = 0;
+    for (const { c, s } of rows) {
+      const ratio = s.rps / baseRps;
+      const ok = ratio >= 0.5 && s.p99 <= 20 && s.bad === 0;
+      if (ok) met++;
+      const why = ok ? 'met' : `NOT met${s.bad ? ` (${s.bad} non-2xx)` : ''}`;
+      console.log(`${pad(c.name, 40)} ${lpad(fmt(s.rps), 7)} ${lpad(fmt(ratio, 2), 12)} ${lpad(fmt(s.p99), 7)}  ${why}`);
+    }
+    console.log(`goals (>= 0.5x the first page, p99 <= 20 ms) met by ${met} of ${rows.length}`);
+
+    // What a key can cost: CPU per request, at the default limit.
+    const perSecond = perKeyPerMinute / 60;
+    const costs: Array<{ c: Case; s: Sample }> = [];
+    for (const c of costCases) {
+      await fire(port, pid, c, keys, 0.5);
+      costs.push({ c, s: await fire(port, pid, c, keys, seconds) });
+    }
+    costs.sort((a, b) => b.s.cpuMs - a.s.cpuMs);
+    console.log(`\n${engine}: service CPU per request, and the share of one core a key takes at ${perKeyPerMinute} requests a minute`);
+    console.log(`${pad('request', 48)} ${lpad('CPU ms', 7)} ${lpad('core at limit', 13)}`);
+    for (const { c, s } of costs) {
+      const share = (s.cpuMs / 1000) * perSecond * 100;
+      console.log(`${pad(c.name, 48)} ${lpad(fmt(s.cpuMs, 2), 7)} ${lpad(`${fmt(share, 1)}%`, 13)}${s.bad ? `  (${s.bad} non-2xx)` : ''}`);
+    }
+    const top = costs[0]!;
+    const topShare = (top.s.cpuMs / 1000) * perSecond * 100;
+    console.log(
+      `most expensive: ${top.c.name}, ${fmt(topShare, 1)}% of a core at the limit: goal (<= 10%) ${topShare <= 10 ? 'met' : 'NOT met'}`,
+    );
+  } finally {
+    const exited = new Promise((r) => child.once('exit', r));
+    child.kill('SIGTERM');
+    await exited;
+  }
+}
+
+async function timed<T>(what: string, work: () => T | Promise<T>): Promise<T> {
+  const began = performance.now();
+  const result = await work();
+  console.log(`${what}: ${((performance.now() - began) / 1000).toFixed(1)} s`);
+  return result;
+}
+
+async function main(): Promise<void> {
+  checkCoverage();
+  if (pgUrl) {
+    const name = `petstore_scale_${process.pid}`;
+    const admin = new Client({ connectionString: pgUrl });
+    await admin.connect();
+    await admin.query(`drop database if exists ${name}`);
+    await admin.query(`create database ${name}`);
+    await admin.end();
+    const url = new URL(pgUrl);
+    url.pathname = `/${name}`;
+    const keys = await timed('PostgreSQL: seeded', () => seedPostgres(url.toString()));
+    await run('PostgreSQL', { DATABASE_URL: url.toString() }, keys);
+    return;
+  }
+  const dir = mkdtempSync(join(tmpdir(), 'petstore-scale-'));
+  try {
+    const path = join(dir, 'petstore.db');
+    const keys = await timed('SQLite: seeded', () => seedSqlite(path));
+    await run('SQLite', { DATABASE_PATH: path }, keys);
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
+  if (process.env.BENCH_SKIP_POSTGRES === '1') return console.log('\nPostgreSQL: skipped (BENCH_SKIP_POSTGRES=1).');
+  // The same again on a throwaway PostgreSQL (scripts/with-postgres.sh installs Debian's package when missing).
+  const self = [process.execPath, '--import', 'tsx', __filename].map((w) => `'${w.replace(/'/g, `'\\''`)}'`).join(' ');
+  const pg = spawnSync('bash', [join(root, 'scripts', 'with-postgres.sh'), 'bash', '-c', `BENCH_PG_URL="$PG_URL" ${self}`], {
+    stdio: 'inherit',
+  });
+  if (pg.status !== 0) console.log(`\nPostgreSQL: failed (exit ${pg.status ?? pg.signal}; its output is above).`);
+}
+
+main().then(
+  () => process.exit(0),
+  (error: unknown) => {
+    console.error(error);
+    process.exit(1);
+  },
+);
