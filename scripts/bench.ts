@@ -4,6 +4,8 @@
 // then the shapes beyond one process by CPU per request: WEB_CONCURRENCY=2 beside one
 // process, PostgreSQL (a throwaway server unless BENCH_PG_URL names one) beside SQLite,
 // one instance beside two. See docs/performance.md; scripts/bench/ holds the parts.
+// A variant of its own, `npm run bench:scale` (scripts/bench/data-scale.ts): every list
+// operation and filter at 1M pets and 1M orders, and what one customer's key can cost.
 import { spawnSync } from 'node:child_process';
 import { existsSync, readdirSync } from 'node:fs';
 import { join } from 'node:path';

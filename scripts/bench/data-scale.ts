@@ -27,7 +27,7 @@ import { createDatabase } from '../../db/client';
 import { migratePg, openPgDatabase } from '../../db/pg/storage';
 import { loadConfig } from '../../server/config';
 import { encodeCursor } from '../../server/pagination';
-import { generateApiKey } from '../../server/security';
+import { generateApiKey, hashPassword } from '../../server/security';
 import { loadSpec } from '../../server/spec';
 import { clockTicks, freePort, median, num, stat } from './common';
 
@@ -74,7 +74,12 @@ function makeKeys(): { rows: Array<{ accountId: number; keyHash: string; prefix:
   return { rows, keys: { completer: secrets[0]!, customer: secrets[1]!, admin: secrets[accounts - 1]! } };
 }
 
-function seedSqlite(path: string): Keys {
+/** The customer's (account 2's) password, for the one request made with HTTP Basic: POST /api-keys. */
+const password = 'a long bench password';
+const basicAuth = `Basic ${Buffer.from(`scale2@example.com:${password}`).toString('base64')}`;
+
+async function seedSqlite(path: string): Promise<Keys> {
+  const passwordHash = await hashPassword(password);
   const db = createDatabase(path);
   const s = db.$client;
   s.pragma('synchronous = OFF');
@@ -91,6 +96,7 @@ function seedSqlite(path: string): Keys {
       select i, 1 + i % ${accounts}, 1 + (i - 1) % ${pets}, 1, i % 1000 = 0, '${created}' from n`);
     const key = s.prepare(`insert into api_keys (account_id, key_hash, prefix, last_four, created_at) values (?, ?, ?, ?, '${created}')`);
     for (const r of rows) key.run(r.accountId, r.keyHash, r.prefix, r.lastFour);
+    s.prepare('update accounts set password_hash = ? where id = 2').run(passwordHash);
   })();
   s.pragma('wal_checkpoint(TRUNCATE)');
   s.close();
@@ -122,6 +128,7 @@ async function seedPostgres(url: string): Promise<Keys> {
        select * , '${created}' from unnest($1::bigint[], $2::text[], $3::text[], $4::text[])`,
       [rows.map((r) => r.accountId), rows.map((r) => r.keyHash), rows.map((r) => r.prefix), rows.map((r) => r.lastFour)],
     );
+    await client.query('update accounts set password_hash = $1 where id = 2', [await hashPassword(password)]);
     for (const table of ['categories', 'accounts', 'pets', 'orders', 'api_keys']) {
       await client.query(`select setval(pg_get_serial_sequence('${table}', 'id'), (select max(id) from ${table}))`);
     }
@@ -285,6 +292,10 @@ const costCases: Case[] = [
     method: 'POST',
     body: JSON.stringify({ petId: 7, quantity: 1 }),
   },
+  // Not with a key: a customer's password, checked with scrypt on each. The service runs
+  // with no cap on active keys here, so that each is a 201 (a customer at its 20 keys
+  // revokes one per key it makes: half its requests); its 409s count as failed logins.
+  { name: 'POST /api-keys (HTTP Basic: scrypt)', path: '/api-keys', who: 'customer', method: 'POST', basic: true },
 ];
 
 /** Every combination of each list operation's filters (openapi.yaml) has a case, or the bench refuses to run. */
@@ -315,12 +326,14 @@ interface Sample {
   /** Service CPU ms per request. */
   cpuMs: number;
   bad: number;
+  /** Answers by status, when some were not 2xx. */
+  statuses: string;
 }
 
 const cpuTicks = (pid: number) => stat(pid)?.own ?? NaN;
 
 function fire(port: number, pid: number, c: Case, keys: Keys, duration: number): Promise<Sample> {
-  const auth = `Bearer ${keys[c.who]}`;
+  const auth = c.basic ? basicAuth : `Bearer ${keys[c.who]}`;
   const before = cpuTicks(pid);
   return new Promise((resolve, reject) => {
     autocannon(
@@ -340,6 +353,9 @@ function fire(port: number, pid: number, c: Case, keys: Keys, duration: number):
           p99: result.latency.p99,
           cpuMs: ((cpuTicks(pid) - before) / clockTicks / Math.max(1, served)) * 1000,
           bad: result.non2xx + result.errors,
+          statuses: Object.entries((result as unknown as { statusCodeStats?: Record<string, { count: number }> }).statusCodeStats ?? {})
+            .map(([code, { count }]) => `${count} x ${code}`)
+            .join(', '),
         });
       },
     );
@@ -348,11 +364,19 @@ function fire(port: number, pid: number, c: Case, keys: Keys, duration: number):
 
 async function startService(env: Record<string, string>): Promise<{ port: number; child: ChildProcess }> {
   const port = await freePort();
-  // As `npm start` runs it (package.json), in its default configuration but for the limit
-  // a load generator on one address would hit at once.
+  // As `npm start` runs it (package.json), in its default configuration but for the limits
+  // a load generator on one address and one account would hit at once.
   const child = spawn(process.execPath, ['dist/server/main.js'], {
     cwd: root,
-    env: { ...process.env, PORT: String(port), HOST: '127.0.0.1', SEED_DEMO_DATA: 'false', RATE_LIMIT_PER_MINUTE: '1000000', ...env },
+    env: {
+      ...process.env,
+      PORT: String(port),
+      HOST: '127.0.0.1',
+      SEED_DEMO_DATA: 'false',
+      RATE_LIMIT_PER_MINUTE: '1000000',
+      API_KEYS_PER_ACCOUNT: '1000000',
+      ...env,
+    },
     stdio: ['ignore', 'ignore', 'pipe'],
   });
   // Its log lines (one per request, on stderr) are read and dropped; the last ones are shown if it fails to start.
@@ -399,17 +423,24 @@ async function run(engine: string, env: Record<string, string>, keys: Keys): Pro
     console.log(
       `\n${engine}: ${pets} pets, ${orders} orders, ${accounts} accounts; ${connections} connections, ${seconds} s each; load average ${load} on ${cpus().length} cores`,
     );
-    console.log(`${pad('request', 40)} ${lpad('req/s', 7)} ${lpad('x first page', 12)} ${lpad('p99 ms', 7)}  goal`);
+    console.log(`${pad('request', 40)} ${lpad('req/s', 7)} ${lpad('x first page', 12)} ${lpad('p99 ms', 7)}  >= 0.5x  p99 <= 20 ms`);
     console.log(`${pad(baseline.name, 40)} ${lpad(fmt(baseRps), 7)} ${lpad('1.00', 12)} ${lpad(fmt(baseP99), 7)}`);
-    let met = 0;
+    let fast = 0;
+    let steady = 0;
     for (const { c, s } of rows) {
       const ratio = s.rps / baseRps;
-      const ok = ratio >= 0.5 && s.p99 <= 20 && s.bad === 0;
-      if (ok) met++;
-      const why = ok ? 'met' : `NOT met${s.bad ? ` (${s.bad} non-2xx)` : ''}`;
-      console.log(`${pad(c.name, 40)} ${lpad(fmt(s.rps), 7)} ${lpad(fmt(ratio, 2), 12)} ${lpad(fmt(s.p99), 7)}  ${why}`);
+      const ok = [ratio >= 0.5 && s.bad === 0, s.p99 <= 20];
+      if (ok[0]) fast++;
+      if (ok[1]) steady++;
+      const [a, b] = ok.map((o) => (o ? 'met' : 'NOT met'));
+      const bad = s.bad ? `  (${s.statuses})` : '';
+      console.log(
+        `${pad(c.name, 40)} ${lpad(fmt(s.rps), 7)} ${lpad(fmt(ratio, 2), 12)} ${lpad(fmt(s.p99), 7)}  ${pad(a as string, 7)}  ${b}${bad}`,
+      );
     }
-    console.log(`goals (>= 0.5x the first page, p99 <= 20 ms) met by ${met} of ${rows.length}`);
+    console.log(
+      `>= 0.5x the first page: met by ${fast} of ${rows.length}; p99 <= 20 ms: met by ${steady} of ${rows.length} (the first page's own p99: ${fmt(baseP99)} ms)`,
+    );
 
     // What a key can cost: CPU per request, at the default limit.
     const perSecond = perKeyPerMinute / 60;
@@ -423,7 +454,7 @@ async function run(engine: string, env: Record<string, string>, keys: Keys): Pro
     console.log(`${pad('request', 48)} ${lpad('CPU ms', 7)} ${lpad('core at limit', 13)}`);
     for (const { c, s } of costs) {
       const share = (s.cpuMs / 1000) * perSecond * 100;
-      console.log(`${pad(c.name, 48)} ${lpad(fmt(s.cpuMs, 2), 7)} ${lpad(`${fmt(share, 1)}%`, 13)}${s.bad ? `  (${s.bad} non-2xx)` : ''}`);
+      console.log(`${pad(c.name, 48)} ${lpad(fmt(s.cpuMs, 2), 7)} ${lpad(`${fmt(share, 1)}%`, 13)}${s.bad ? `  (${s.statuses})` : ''}`);
     }
     const top = costs[0]!;
     const topShare = (top.s.cpuMs / 1000) * perSecond * 100;
