@@ -191,14 +191,17 @@ export function createQueries(db: Db): Queries {
       .prepare(),
   );
 
-  // Each filter is an equality on the leading column of an index that ends in id
-  // (pets_status_idx, pets_category_idx, the primary key). `ids` binds one placeholder
-  // per id, one statement per count (the spec caps ids at 100), so each id is a
-  // primary-key search.
+  // The filters are the leading columns of an index that ends in id (pets_status_idx,
+  // pets_category_idx, pets_category_status_idx), read from the cursor on. `ids` binds one
+  // placeholder per id, one statement per count (the spec caps ids at 100), so each id is
+  // a primary-key search, taken in id order until the page is full; with ids the other
+  // filters are written `+column`, which keeps them out of the index choice and checks them
+  // on those rows (through pets_category_idx, SQLite looked up all 100 ids and sorted them).
   const petPage = byShape((status: boolean, category: boolean, ids: number) => {
     const where: SQL[] = [gt(pets.id, p('after'))];
-    if (status) where.push(eq(pets.status, p('status')));
-    if (category) where.push(eq(pets.categoryId, p('categoryId')));
+    const equal = (c: typeof pets.status | typeof pets.categoryId, name: string) => (ids >= 0 ? sql`+${c} = ${p(name)}` : eq(c, p(name)));
+    if (status) where.push(equal(pets.status, 'status'));
+    if (category) where.push(equal(pets.categoryId, 'categoryId'));
     if (ids >= 0)
       where.push(
         inArray(
