@@ -73,13 +73,13 @@ const combinations = <T>(items: T[]): T[][] =>
   items.reduce<T[][]>((subsets, item) => [...subsets, ...subsets.map((s) => [...s, item])], [[]]);
 
 /**
- * The columns a WHERE clause compares to a bound value (`= ?`, `= $1`, `in (...)`), as
+ * The columns a WHERE clause compares to a bound value (`= ?`, `= $1`, `in (...)`, `= any($1)`), as
  * table.column; on PostgreSQL also the leading columns of a range of row values, which
  * hold one value each (db/pg/storage.ts, keysetPage).
  */
 function equalities(sql: string): string[] {
   const where = /\bwhere\b(.*?)(\border by\b|\blimit\b|$)/is.exec(sql)?.[1] ?? '';
-  const found = [...where.matchAll(/"(\w+)"\."(\w+)" (?:= (?:\+?\?|\$\d+)|in \()/gi)].map((m) => `${m[1]}.${m[2]}`);
+  const found = [...where.matchAll(/"(\w+)"\."(\w+)" (?:= (?:\+?\?|\$\d+|any\()|in \()/gi)].map((m) => `${m[1]}.${m[2]}`);
   for (const [, row] of where.matchAll(/\(((?:"\w+"\."\w+"(?:, )?)+)\) <= \(/g)) {
     found.push(...[...(row as string).matchAll(/"(\w+)"\."(\w+)"/g)].slice(0, -1).map((m) => `${m[1]}.${m[2]}`));
   }
@@ -151,6 +151,9 @@ function sqliteEngine(): Engine {
   };
 }
 
+/** A bound value as PostgreSQL reads it in text: an array as `{1,2,3}`. */
+const literalOf = (value: unknown) => (Array.isArray(value) ? `{${value.join(',')}}` : String(value));
+
 async function postgresEngine(adminUrl: string): Promise<Engine> {
   const url = await createPgDatabase(adminUrl, `petstore_plans_${randomBytes(6).toString('hex')}`);
   const db = openPgDatabase(url, 5);
@@ -178,7 +181,7 @@ async function postgresEngine(adminUrl: string): Promise<Engine> {
     async plan(sql, values) {
       // EXPLAIN takes no bound parameters: the values go in as literals, planned as the
       // service's unnamed statements are, for the values given.
-      const literal = sql.replace(/\$(\d+)/g, (_, n: string) => explain.escapeLiteral(String(values[Number(n) - 1])));
+      const literal = sql.replace(/\$(\d+)/g, (_, n: string) => explain.escapeLiteral(literalOf(values[Number(n) - 1])));
       const { rows } = await explain.query<{ 'QUERY PLAN': Array<{ Plan: Schema }> }>(`explain (format json) ${literal}`);
       const found: Array<{ table: string; index: string; constrained: string[]; sorts: boolean }> = [];
       let sorts = false;

@@ -69,6 +69,25 @@ function createQueries(db: Executor): Queries {
       .select()
       .from(orders)
       .where(and(eq(orders.id, p('id')), ...visible));
+  // Up to 100 ids as one array, a named statement per combination of the other filters:
+  // planned once per connection, not on each request (a list of 100 values took about
+  // 1 ms to plan, more than running it).
+  const petsByIds = (status: boolean, category: boolean) =>
+    db
+      .select()
+      .from(pets)
+      .where(
+        and(
+          gt(pets.id, p('after')),
+          sql`${pets.id} = any(${p('ids')}::bigint[])`,
+          status ? eq(pets.status, p('status')) : undefined,
+          category ? eq(pets.categoryId, p('categoryId')) : undefined,
+        ),
+      )
+      .orderBy(asc(pets.id))
+      .limit(p('limit'))
+      .prepare(`list_pets_by_ids${status ? '_status' : ''}${category ? '_category' : ''}`);
+  const petsByIdsShapes = [petsByIds(false, false), petsByIds(true, false), petsByIds(false, true), petsByIds(true, true)];
   const prepared = {
     findAccountByEmail: db
       .select()
@@ -288,13 +307,11 @@ function createQueries(db: Executor): Queries {
       if (filter.categoryId !== undefined) equal.push([pets.categoryId, filter.categoryId]);
       if (filter.status !== undefined) equal.push([pets.status, filter.status]);
       // Ids asked for (at most 100) are primary-key lookups; the other filters are checked on each.
-      const { where, orderBy } =
-        filter.ids !== undefined
-          ? {
-              where: and(gt(pets.id, page.after), inArray(pets.id, filter.ids), ...equal.map(([column, value]) => eq(column, value))),
-              orderBy: [asc(pets.id)],
-            }
-          : keysetPage(equal, pets.id, page.after);
+      if (filter.ids !== undefined) {
+        const statement = petsByIdsShapes[(filter.status !== undefined ? 1 : 0) + (filter.categoryId !== undefined ? 2 : 0)]!;
+        return (await statement.execute({ ...page, ids: filter.ids, status: filter.status, categoryId: filter.categoryId })).map(toPet);
+      }
+      const { where, orderBy } = keysetPage(equal, pets.id, page.after);
       return (
         await db
           .select()

@@ -123,6 +123,7 @@ async function seedPostgres(url: string): Promise<Keys> {
          and indexname not in (select conname from pg_constraint)`,
     );
     for (const index of indexes) await client.query(`drop index ${index.name}`);
+    await client.query("set local maintenance_work_mem = '256MB'");
     await client.query('savepoint replica');
     await client.query('set local session_replication_role = replica').catch(() => client.query('rollback to savepoint replica'));
     await client.query(`insert into categories (id, name, name_key) select i, 'Scale ' || i, 'scale ' || i from generate_series(1, 12) i`);
