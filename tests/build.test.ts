@@ -54,6 +54,7 @@ describe('npm run build', () => {
   it('bundles what npm start runs, with the files it reads beside it', () => {
     for (const path of [
       'server/main.js',
+      'server/service.js',
       'openapi.yaml',
       'generated/openapi.json',
       'db/checkpoint-worker.cjs',
@@ -88,11 +89,23 @@ describe('npm run build', () => {
     }
   });
 
+  it("keeps V8's compiled code of the bundle for the next start (the compile cache, in the temporary folder)", async () => {
+    const tmp = join(dir, 'tmp');
+    mkdirSync(tmp, { recursive: true });
+    // With NODE_COMPILE_CACHE set, Node would turn the cache on by itself; main.js must.
+    expect(process.env.NODE_COMPILE_CACHE).toBeUndefined();
+    const server = await startServer({ TMPDIR: tmp, DATABASE_PATH: join(dir, 'data', 'cache.db') }, 30_000, dir);
+    expect(await server.stop()).toBe(0);
+    const cache = join(tmp, 'node-compile-cache');
+    const files = existsSync(cache) ? readdirSync(cache, { recursive: true }) : [];
+    expect(files.length).toBeGreaterThan(0);
+  });
+
   it('compiles an edited source again', () => {
     // A statement, not an unused export, which the bundler would rightly leave out.
     appendFileSync(join(dir, 'server/spec.ts'), "\nif (process.env.BUILT_AGAIN) console.log('builtAgain');\n");
     build();
-    expect(readFileSync(built('server/main.js'), 'utf8')).toContain('builtAgain');
+    expect(readFileSync(built('server/service.js'), 'utf8')).toContain('builtAgain');
   });
 
   it('copies a new migration, and drops a deleted one', () => {
@@ -125,7 +138,7 @@ describe('npm run build', () => {
         await new Promise((r) => setTimeout(r, 100));
       expect(output).toMatch(/listening on http/);
       expect(output).toContain(marker);
-      expect(readFileSync(built('server/main.js'), 'utf8')).toContain(marker);
+      expect(readFileSync(built('server/service.js'), 'utf8')).toContain(marker);
     } finally {
       process.kill(-child.pid!, 'SIGTERM');
       await new Promise((resolve) => child.once('exit', resolve));
