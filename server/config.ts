@@ -113,7 +113,7 @@ const variables = z.object({
   SIGNUPS_PER_ADDRESS_PER_HOUR: int(1, 1_000_000).default(10),
   // Password hashes at once per process, and how many may wait (docs/operations.md, "Password hashing").
   PASSWORD_HASH_CONCURRENCY: int(1, 64).optional(),
-  PASSWORD_HASH_QUEUE: int(0, 100_000).default(32),
+  PASSWORD_HASH_QUEUE: int(0, 100_000).default(16),
   API_KEYS_PER_ACCOUNT: int(1, 1_000_000).default(defaultBounds.activeApiKeysPerAccount),
   QUEUED_MESSAGES_PER_ACCOUNT: int(1, 1_000_000).default(defaultBounds.queuedMessagesPerAccount),
   CORS_ORIGINS: corsOrigins.default([]),

@@ -1,10 +1,13 @@
 // Passwords: new ones hashed with argon2id from node:crypto and stored as PHC strings;
 // a stored string is verified with the algorithm and parameters it names (earlier
 // releases wrote scrypt), and one that is not today's is replaced after a successful
-// login. At most `concurrency` hashes run at once in a process, at most `queue` wait, and
-// the rest are refused with 503 `overloaded`. docs/decisions.md, "Passwords".
-import { argon2, randomBytes, scrypt, timingSafeEqual } from 'node:crypto';
+// login. Hashes run on threads of their own below the event loop's priority; at most
+// `concurrency` at once in a process, at most `queue` wait, and the rest are refused with
+// 503 `overloaded`. docs/decisions.md, "Passwords".
+import { randomBytes, timingSafeEqual } from 'node:crypto';
 import { availableParallelism } from 'node:os';
+import { join } from 'node:path';
+import { Worker } from 'node:worker_threads';
 import { ApiError } from './errors';
 
 /** What new hashes use: OWASP's minimum for argon2id (19 MiB, 2 passes, 1 lane). */
@@ -114,28 +117,88 @@ export function isCurrent(parsed: ParsedHash): boolean {
   );
 }
 
-/** The hash the parsed string's algorithm and parameters make of `password`, on libuv's thread pool. */
-function derive(password: string, parsed: ParsedHash): Promise<Buffer> {
-  return new Promise((resolve, reject) => {
-    const done = (err: Error | null, key: Buffer) => (err ? reject(err) : resolve(key));
-    if (parsed.algorithm === 'scrypt') {
-      const { N, r, p, salt, hash } = parsed;
-      scrypt(password, salt, hash.length, { N, r, p, maxmem: 128 * N * r + 128 * r * p + 1024 * 1024 }, done);
-    } else {
-      const { memoryKiB, passes, parallelism, salt, hash } = parsed;
-      argon2(parsed.algorithm, { message: password, nonce: salt, memory: memoryKiB, passes, parallelism, tagLength: hash.length }, done);
-    }
-  });
+/** What a hashing thread is asked to compute (server/hash-worker.cjs). */
+interface HashJob {
+  algorithm: ParsedHash['algorithm'];
+  password: string;
+  salt: Buffer;
+  length: number;
+  scrypt?: { N: number; r: number; p: number; maxmem: number };
+  argon2?: { memory: number; passes: number; parallelism: number };
 }
 
-async function hashNow(password: string): Promise<string> {
+/** Below the event loop's priority (0): under contention the loop's requests go first. */
+const hashThreadNice = 10;
+const hashWorkerFile = join(__dirname, 'hash-worker.cjs');
+
+/**
+ * The threads hashes are computed on, started when first needed: as many as ever ran at
+ * once, which the gate bounds. A hash on libuv's thread pool (crypto.argon2) would run at
+ * the event loop's priority and, on a busy machine, take the CPU from it.
+ */
+class HashThreads {
+  private readonly idle: Worker[] = [];
+
+  async compute(job: HashJob): Promise<Buffer> {
+    // execArgv: [] so the thread does not inherit the process's preloads or flags.
+    const worker = this.idle.pop() ?? new Worker(hashWorkerFile, { workerData: { nice: hashThreadNice }, execArgv: [] });
+    // Held while it works, so that a script awaiting a hash does not exit under it.
+    worker.ref();
+    let usable = true;
+    try {
+      return await new Promise<Buffer>((resolve, reject) => {
+        const done = () => {
+          worker.off('message', onMessage);
+          worker.off('error', onError);
+          worker.off('exit', onExit);
+        };
+        const onMessage = (answer: { hash?: Uint8Array; error?: string }) => {
+          done();
+          if (answer.hash) resolve(Buffer.from(answer.hash.buffer, answer.hash.byteOffset, answer.hash.byteLength));
+          else reject(new Error(`password hashing failed: ${answer.error}`));
+        };
+        const onError = (error: Error) => {
+          done();
+          usable = false;
+          reject(error);
+        };
+        const onExit = (code: number) => {
+          done();
+          usable = false;
+          reject(new Error(`the password hashing thread exited (${code})`));
+        };
+        worker.on('message', onMessage);
+        worker.once('error', onError);
+        worker.once('exit', onExit);
+        worker.postMessage(job);
+      });
+    } finally {
+      worker.unref();
+      if (usable) this.idle.push(worker);
+      else void worker.terminate();
+    }
+  }
+}
+
+/** The hash the parsed string's algorithm and parameters make of `password`, on a hashing thread. */
+function derive(threads: HashThreads, password: string, parsed: ParsedHash): Promise<Buffer> {
+  const job = { algorithm: parsed.algorithm, password, salt: parsed.salt, length: parsed.hash.length };
+  if (parsed.algorithm === 'scrypt') {
+    const { N, r, p } = parsed;
+    return threads.compute({ ...job, scrypt: { N, r, p, maxmem: 128 * N * r + 128 * r * p + 1024 * 1024 } });
+  }
+  const { memoryKiB: memory, passes, parallelism } = parsed;
+  return threads.compute({ ...job, argon2: { memory, passes, parallelism } });
+}
+
+async function hashNow(threads: HashThreads, password: string): Promise<string> {
   const salt = randomBytes(saltBytes);
-  const hash = await derive(password, { ...currentParams, salt, hash: Buffer.alloc(hashBytes) });
+  const hash = await derive(threads, password, { ...currentParams, salt, hash: Buffer.alloc(hashBytes) });
   return formatArgon2(salt, hash);
 }
 
-async function matches(password: string, parsed: ParsedHash): Promise<boolean> {
-  const actual = await derive(password, parsed);
+async function matches(threads: HashThreads, password: string, parsed: ParsedHash): Promise<boolean> {
+  const actual = await derive(threads, password, parsed);
   return timingSafeEqual(actual, parsed.hash);
 }
 
@@ -147,12 +210,11 @@ export interface PasswordHashingOptions {
 }
 
 /**
- * By default one hash at a time per core but one, so that the event loop keeps a core
- * while logins arrive in a burst, shared among WEB_CONCURRENCY processes, and at most 3:
- * libuv's thread pool has 4 threads, and file reads must not wait behind hashes.
+ * By default one hash at a time per core but one, so that the event loop keeps a core while
+ * logins arrive in a burst, shared among the WEB_CONCURRENCY processes; at least one.
  */
 export function defaultHashConcurrency(webConcurrency = 1, cores = availableParallelism()): number {
-  return Math.max(1, Math.min(3, Math.floor((cores - 1) / webConcurrency)));
+  return Math.max(1, Math.floor((cores - 1) / webConcurrency));
 }
 
 /** A slot for one hash: `limit` run, `queueLimit` wait in order, the rest are refused. */
@@ -206,19 +268,20 @@ export interface PasswordHashing {
 
 export function createPasswordHashing({ concurrency, queue }: PasswordHashingOptions): PasswordHashing {
   const gate = new HashGate(concurrency, queue);
+  const threads = new HashThreads();
   // Random bytes in today's format: verifying against it costs what a real check costs.
   const decoy = parsePasswordHash(formatArgon2(randomBytes(saltBytes), randomBytes(hashBytes))) as ParsedHash;
   return {
     gate,
-    hash: (password) => gate.run(() => hashNow(password)),
+    hash: (password) => gate.run(() => hashNow(threads, password)),
     verify: (password, stored) =>
       gate.run(async () => {
         const parsed = stored === null ? null : parsePasswordHash(stored);
         // A string we cannot read is checked against the decoy too: it costs what a check costs.
-        const matched = await matches(password, parsed ?? decoy);
+        const matched = await matches(threads, password, parsed ?? decoy);
         const ok = parsed !== null && matched;
         // In the same slot: a login that upgrades holds it for both hashes.
-        const upgraded = ok && !isCurrent(parsed) ? await hashNow(password) : null;
+        const upgraded = ok && !isCurrent(parsed) ? await hashNow(threads, password) : null;
         return { ok, upgraded };
       }),
   };

@@ -2,13 +2,21 @@
 // say they are and upgraded at login, no timing oracle, and a bound on hashes at once.
 // Runs on PostgreSQL too (TEST_DATABASE_URL).
 import { argon2, randomBytes } from 'node:crypto';
+import { readdirSync, readFileSync } from 'node:fs';
 import request from 'supertest';
 import { hashPasswordAsReleased, scryptHashWith } from './fixtures/released-password-hash';
 import { customer, expectError, password, setupApp, uniqueEmail, type TestApp } from './helpers';
 import { ApiError } from '../server/errors';
 import { HashGate, createPasswordHashing } from '../server/passwords';
 
-const argon2Raw = (algorithm: string, message: string, salt: Buffer, memory: number, passes: number, parallelism: number) =>
+const argon2Raw = (
+  algorithm: 'argon2id' | 'argon2i' | 'argon2d',
+  message: string,
+  salt: Buffer,
+  memory: number,
+  passes: number,
+  parallelism: number,
+) =>
   new Promise<Buffer>((resolve, reject) =>
     argon2(algorithm, { message, nonce: salt, memory, passes, parallelism, tagLength: 32 }, (err, key) =>
       err ? reject(err) : resolve(key),
@@ -231,5 +239,23 @@ describe('hashes at once', () => {
       // A hash on the loop would hold it for the whole check (hundreds of ms).
       expect(lag).toBeLessThan(took / 2);
     });
+  });
+});
+
+describe('hashing threads', () => {
+  const fresh = setupApp();
+
+  it('run on a thread of their own below the event loop’s priority (nice 10), reused from one hash to the next', async () => {
+    const niceOf = (tid: string) => {
+      const stat = readFileSync(`/proc/self/task/${tid}/stat`, 'utf8');
+      // Fields after the command name, which may hold spaces: nice is the 19th field.
+      return Number(stat.slice(stat.lastIndexOf(')') + 2).split(' ')[16]);
+    };
+    const niced = () => readdirSync('/proc/self/task').filter((tid) => niceOf(tid) === 10);
+    const before = niced().length;
+    expect((await login(fresh, (await customer(fresh.app)).email)).status).toBe(201);
+    expect(niced().length).toBe(before + 1);
+    // The main thread, which runs the event loop, keeps its own.
+    expect(niceOf(String(process.pid))).toBeLessThan(10);
   });
 });
