@@ -203,7 +203,7 @@ async function matches(threads: HashThreads, password: string, parsed: ParsedHas
 }
 
 export interface PasswordHashingOptions {
-  /** Hashes computed at once in this process (each holds `memoryKiB` while it runs). */
+  /** Hashes computed at once in this process, each on a thread of its own (about 35 MiB each). */
   concurrency: number;
   /** Hashes that may wait for one of those; past them, 503 `overloaded`. */
   queue: number;
