@@ -58,6 +58,7 @@ describe('npm run build', () => {
       'openapi.yaml',
       'generated/openapi.json',
       'db/checkpoint-worker.cjs',
+      'server/hash-worker.cjs',
       'db/migrations/meta/_journal.json',
       'db/pg/migrations/meta/_journal.json',
       'server/docs-assets',
@@ -76,6 +77,13 @@ describe('npm run build', () => {
       expect((await fetch(`${server.url}/openapi.yaml`)).status).toBe(200);
       expect((await fetch(`${server.url}/docs/assets/docs.css`)).status).toBe(200);
       expect((await fetch(`${server.url}/healthz`)).status).toBe(200);
+      // A sign-up hashes its password on a thread whose file sits beside the bundle.
+      const signUp = await fetch(`${server.url}/accounts`, {
+        method: 'POST',
+        headers: { 'Content-Type': 'application/json' },
+        body: JSON.stringify({ email: 'bundle@example.com', password: 'a long enough password' }),
+      });
+      expect(signUp.status).toBe(201);
       // The demo catalogue went in through the migrated schema.
       expect(server.log()).toContain('New database: loaded the demo catalogue');
       // The checkpoint thread starts a second after the service; a missing file would fail it.
