@@ -279,7 +279,8 @@ export interface paths {
          *     in this response only; the service keeps just its SHA-256 hash. The
          *     body is optional. An account holds at most 20 active keys by default
          *     (neither revoked nor expired); past that, 409 `api_key_limit_reached`:
-         *     revoke one first.
+         *     revoke one first. An `expiresAt` that is not in the future is 400
+         *     `validation_failed`.
          */
         post: operations["createApiKey"];
         delete?: never;
@@ -553,7 +554,7 @@ export interface components {
         NewAccount: {
             /**
              * Format: email
-             * @description Unique ignoring case.
+             * @description Unique ignoring case. Narrower than what `format: email` allows, as `pattern` says: a dot-atom local part (letters, digits and ``!#$%&'*+/=?^_`{|}~-``, dots between them), `@`, and a domain name of at least two labels (letters, digits and inner hyphens). So no quoted local part (`"a b"@example.com`), no IP literal, no single-label domain (`a@localhost`, `0@com`), and no `:`, which HTTP Basic would read as the end of the email. Anything else is 400 `validation_failed`.
              */
             email: string;
             /** @description Stored only as an scrypt hash. */
@@ -581,7 +582,7 @@ export interface components {
             name?: string;
             /**
              * Format: date-time
-             * @description When the key stops working; it never expires when omitted. Must be in the future.
+             * @description When the key stops working; it never expires when omitted. Must be later than the instant the service receives the request: a time now or in the past is 400 `validation_failed` (`request/body/expiresAt must be in the future`), the one rule of this body that the schema cannot state, as JSON Schema has no bound relative to now.
              */
             expiresAt?: string;
         };
@@ -1123,7 +1124,7 @@ export interface components {
         OrderId: components["schemas"]["Id"];
         /** @description Page size, 1 to 100. */
         Limit: number;
-        /** @description Opaque position taken from the previous page's `Link: <...>; rel="next"`. Do not build it yourself. */
+        /** @description Opaque position taken from the previous page's `Link: <...>; rel="next"`. Do not build it yourself. A value this schema allows that the service did not issue (made up, altered, or from another version of the service) is not refused: it reads as a position past the last record, so the answer is 200 with an empty page and no `Link`. A value outside the schema is 400 `validation_failed`. */
         Cursor: string;
         /**
          * @description Any unique string of 1 to 255 printable ASCII characters (a UUID is
@@ -1201,7 +1202,7 @@ export interface operations {
                 ids?: components["schemas"]["Id"][];
                 /** @description Page size, 1 to 100. */
                 limit?: components["parameters"]["Limit"];
-                /** @description Opaque position taken from the previous page's `Link: <...>; rel="next"`. Do not build it yourself. */
+                /** @description Opaque position taken from the previous page's `Link: <...>; rel="next"`. Do not build it yourself. A value this schema allows that the service did not issue (made up, altered, or from another version of the service) is not refused: it reads as a position past the last record, so the answer is 200 with an empty page and no `Link`. A value outside the schema is 400 `validation_failed`. */
                 cursor?: components["parameters"]["Cursor"];
             };
             header?: never;
@@ -1403,7 +1404,7 @@ export interface operations {
             query?: {
                 /** @description Page size, 1 to 100. */
                 limit?: components["parameters"]["Limit"];
-                /** @description Opaque position taken from the previous page's `Link: <...>; rel="next"`. Do not build it yourself. */
+                /** @description Opaque position taken from the previous page's `Link: <...>; rel="next"`. Do not build it yourself. A value this schema allows that the service did not issue (made up, altered, or from another version of the service) is not refused: it reads as a position past the last record, so the answer is 200 with an empty page and no `Link`. A value outside the schema is 400 `validation_failed`. */
                 cursor?: components["parameters"]["Cursor"];
             };
             header?: never;
@@ -1593,7 +1594,7 @@ export interface operations {
                 status?: components["schemas"]["PetStatus"];
                 /** @description Page size, 1 to 100. */
                 limit?: components["parameters"]["Limit"];
-                /** @description Opaque position taken from the previous page's `Link: <...>; rel="next"`. Do not build it yourself. */
+                /** @description Opaque position taken from the previous page's `Link: <...>; rel="next"`. Do not build it yourself. A value this schema allows that the service did not issue (made up, altered, or from another version of the service) is not refused: it reads as a position past the last record, so the answer is 200 with an empty page and no `Link`. A value outside the schema is 400 `validation_failed`. */
                 cursor?: components["parameters"]["Cursor"];
             };
             header?: never;
@@ -1718,7 +1719,7 @@ export interface operations {
                 complete?: boolean;
                 /** @description Page size, 1 to 100. */
                 limit?: components["parameters"]["Limit"];
-                /** @description Opaque position taken from the previous page's `Link: <...>; rel="next"`. Do not build it yourself. */
+                /** @description Opaque position taken from the previous page's `Link: <...>; rel="next"`. Do not build it yourself. A value this schema allows that the service did not issue (made up, altered, or from another version of the service) is not refused: it reads as a position past the last record, so the answer is 200 with an empty page and no `Link`. A value outside the schema is 400 `validation_failed`. */
                 cursor?: components["parameters"]["Cursor"];
             };
             header?: never;
@@ -1980,7 +1981,7 @@ export interface operations {
             query?: {
                 /** @description Page size, 1 to 100. */
                 limit?: components["parameters"]["Limit"];
-                /** @description Opaque position taken from the previous page's `Link: <...>; rel="next"`. Do not build it yourself. */
+                /** @description Opaque position taken from the previous page's `Link: <...>; rel="next"`. Do not build it yourself. A value this schema allows that the service did not issue (made up, altered, or from another version of the service) is not refused: it reads as a position past the last record, so the answer is 200 with an empty page and no `Link`. A value outside the schema is 400 `validation_failed`. */
                 cursor?: components["parameters"]["Cursor"];
             };
             header?: never;
