@@ -10,6 +10,7 @@ import { prepareStorage } from '../db/open';
 import { createStore } from '../domain/store';
 import { loadConfig } from '../server/config';
 import { registerAccount } from '../handlers/accounts';
+import { createPasswordHashing } from '../server/passwords';
 
 const usage =
   'Usage: npm run account:create -- --email EMAIL [--password PASSWORD] [--admin] [--exists-ok]\n' +
@@ -73,8 +74,9 @@ async function main(): Promise<void> {
   // Migrates like the service, but never loads the demo catalogue.
   const { storage } = await prepareStorage({ ...config, seedDemoData: false });
   const role = values.admin ? 'admin' : 'customer';
+  const passwords = createPasswordHashing(config.passwordHashing);
   const store = createStore(storage);
-  const account = await registerAccount(store, { email: values.email, password, role });
+  const account = await registerAccount({ repos: store, passwords }, { email: values.email, password, role });
   const existing = account ? null : await store.accounts.findByEmail(values.email);
   await storage.close();
   if (!account) {

@@ -2,7 +2,8 @@
 // suite and the bench:
 // tsc compiles the service into dist/compiled/ (tsconfig.build.json, incremental, ES module
 // syntax for the bundler), esbuild bundles that JavaScript into the one file `npm start`
-// runs, dist/server/main.js, and the files the service reads at run time are copied beside
+// runs, dist/server/service.js (started by dist/server/main.js, which turns V8's compile
+// cache on first), and the files the service reads at run time are copied beside
 // it, afresh so that a deleted one does not linger (db/files.ts, server/spec.ts and
 // server/docs.ts name them from there).
 // Why one bundle: docs/layout.md, "One bundle".
@@ -15,7 +16,7 @@
 // node_modules, patches/ applied (patch-package is run first), so a production install
 // needs no patching of its own (docs/deployment.md).
 import { execFileSync } from 'node:child_process';
-import { cpSync, existsSync, readdirSync, rmSync, statSync, utimesSync } from 'node:fs';
+import { cpSync, existsSync, readdirSync, rmSync, statSync, utimesSync, writeFileSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import { dirname, join } from 'node:path';
 import process from 'node:process';
@@ -34,6 +35,8 @@ const sources = [
   'tsconfig.build.json',
   'package-lock.json',
   'patches',
+  // The recipe itself: a change to it changes what the build writes.
+  'scripts/build.mjs',
 ];
 const assets = [
   'openapi.yaml',
@@ -41,6 +44,7 @@ const assets = [
   'db/migrations',
   'db/pg/migrations',
   'db/checkpoint-worker.cjs',
+  'server/hash-worker.cjs',
   'server/docs-assets',
 ];
 
@@ -96,7 +100,7 @@ if (sources.some((source) => newest(join(root, source)) > builtAt())) {
   for (const folder of ['server', 'db', 'generated']) rmSync(join(root, 'dist', folder), { recursive: true, force: true });
   esbuild.buildSync({
     entryPoints: [join(root, 'dist', 'compiled', 'server', 'main.js')],
-    outfile: join(root, 'dist', 'server', 'main.js'),
+    outfile: join(root, 'dist', 'server', 'service.js'),
     bundle: true,
     platform: 'node',
     format: 'cjs',
@@ -106,6 +110,13 @@ if (sources.some((source) => newest(join(root, source)) > builtAt())) {
     external: ['better-sqlite3', 'pg-native', 'swagger-ui-dist', '@opentelemetry/*'],
     logLevel: 'warning',
   });
+  // The entry `npm start` runs: V8's compile cache first (kept in the system's temporary
+  // folder, or NODE_COMPILE_CACHE), so that a start after the first does not compile the
+  // bundle again (docs/performance.md, "Start"), then the bundle.
+  writeFileSync(
+    join(root, 'dist', 'server', 'main.js'),
+    "'use strict';\n// Written by scripts/build.mjs: V8's compile cache, then the service.\nrequire('node:module').enableCompileCache();\nrequire('./service.js');\n",
+  );
   for (const asset of assets) {
     const target = join(root, 'dist', asset);
     rmSync(target, { recursive: true, force: true });
