@@ -35,7 +35,8 @@ export function startServer(env: Record<string, string>, timeoutMs = 30_000, cwd
   // Exactly what `npm start` runs: one node process, so SIGTERM reaches the service itself.
   const child = spawn(process.execPath, ['dist/server/main.js'], {
     cwd,
-    env: { ...process.env, PORT: '0', HOST: '127.0.0.1', LOG_LEVEL: 'info', ...env },
+    // No balancer watches a test's server: it stops without SHUTDOWN_DELAY_MS unless a test asks for it.
+    env: { ...process.env, PORT: '0', HOST: '127.0.0.1', LOG_LEVEL: 'info', SHUTDOWN_DELAY_MS: '0', ...env },
     stdio: ['ignore', 'pipe', 'pipe'],
   });
   let stderr = '';

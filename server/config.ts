@@ -116,6 +116,9 @@ const variables = z.object({
   VALIDATE_RESPONSES: boolean.default(true),
   SEED_DEMO_DATA: boolean.default(true),
   MESSAGE_DELIVERY_DELAY_MS: int(0, 60_000).default(500),
+  // How long SIGTERM keeps serving after /readyz turns 503: a balancer's checks must see it
+  // first (docs/operations.md, "Stopping").
+  SHUTDOWN_DELAY_MS: int(0, 600_000).default(5_000),
   SHUTDOWN_TIMEOUT_MS: int(0, 600_000).default(10_000),
   // Unset: derived from the file-descriptor limit (server/connections.ts, docs/operations.md).
   MAX_CONNECTIONS: int(1, 10_000_000).optional(),
@@ -182,6 +185,8 @@ const schema = variables
     validateResponses: e.VALIDATE_RESPONSES,
     seedDemoData: e.SEED_DEMO_DATA,
     messageDeliveryDelayMs: e.MESSAGE_DELIVERY_DELAY_MS,
+    /** After SIGTERM: answering (with `Connection: close`, /readyz 503) this long before draining. */
+    shutdownDelayMs: e.SHUTDOWN_DELAY_MS,
     shutdownTimeoutMs: e.SHUTDOWN_TIMEOUT_MS,
     /** Open connections at most; unset, what the file-descriptor limit leaves room for. */
     maxConnections: e.MAX_CONNECTIONS,

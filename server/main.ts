@@ -82,11 +82,16 @@ async function main(): Promise<void> {
   const stop = async (signal: string, exitCode: number) => {
     if (stopping) return;
     stopping = true;
-    log.info(`${signal}: draining in-flight requests`);
+    // Ctrl-C is a person at a terminal, with no balancer to tell: no delay.
+    const delayMs = signal === 'SIGINT' ? 0 : config.shutdownDelayMs;
+    log.info(
+      { shutdownDelayMs: delayMs },
+      `${signal}: /readyz answers 503; answering with Connection: close for ${delayMs} ms, then draining in-flight requests`,
+    );
     try {
       // No connection left and no handler still at work, even one whose client hung up:
       // only then may the database close.
-      await http.drain();
+      await http.drain(delayMs);
       // The worker writes to the database, so it stops first.
       await worker?.stop();
       // The counts of deprecated calls not yet written.
