@@ -3,6 +3,7 @@
 // a setting is written once.
 import { isIP } from 'node:net';
 import * as z from 'zod';
+import { defaultDatabaseTimeoutMs } from '../domain/storage';
 import { defaultBounds } from '../domain/store';
 
 const boolean = z.enum(['true', 'false', '1', '0']).transform((v) => v === 'true' || v === '1');
@@ -103,6 +104,8 @@ const variables = z.object({
   DATABASE_STARTUP_TIMEOUT_S: int(0, 3_600).default(60),
   // Connections each process keeps to PostgreSQL (docs/deployment.md).
   DATABASE_POOL_SIZE: int(1, 1_000).default(10),
+  // The bound on every wait on the database: connection, statement, lock (README "Configuration").
+  DATABASE_TIMEOUT_MS: int(100, 600_000).default(defaultDatabaseTimeoutMs),
   WEB_CONCURRENCY: int(1, 64).default(1),
   RATE_LIMIT_PER_MINUTE: int(1, 1_000_000).default(600),
   RATE_LIMIT_PER_ADDRESS_PER_MINUTE: int(1, 10_000_000).optional(),
@@ -167,6 +170,8 @@ const schema = variables
     databaseStartupTimeoutMs: e.DATABASE_STARTUP_TIMEOUT_S * 1000,
     /** Connections in this process's PostgreSQL pool. */
     databasePoolSize: e.DATABASE_POOL_SIZE,
+    /** Any one wait on the database (a connection, a statement, a lock, SQLite's busy wait) ends within this, as a 503. */
+    databaseTimeoutMs: e.DATABASE_TIMEOUT_MS,
     /** Worker processes sharing the port (server/cluster.ts). */
     webConcurrency: e.WEB_CONCURRENCY,
     /** Requests a minute per account, counted after authentication. */

@@ -12,7 +12,13 @@ export class StartupError extends Error {}
 export async function prepareStorageWhenReachable(
   config: Pick<
     Config,
-    'databasePath' | 'databaseUrl' | 'databaseMaxSizeMb' | 'databasePoolSize' | 'seedDemoData' | 'databaseStartupTimeoutMs'
+    | 'databasePath'
+    | 'databaseUrl'
+    | 'databaseMaxSizeMb'
+    | 'databasePoolSize'
+    | 'databaseTimeoutMs'
+    | 'seedDemoData'
+    | 'databaseStartupTimeoutMs'
   >,
   log: Logger,
   service?: ServiceOptions,

@@ -3,7 +3,7 @@
 // an unprivileged user when run as root, a free port on 127.0.0.1), so that a test can
 // stop it and start it again under a running service. No binaries: the test fails.
 import { execFile } from 'node:child_process';
-import { chmodSync, chownSync, existsSync, mkdirSync, mkdtempSync, readdirSync, rmSync } from 'node:fs';
+import { chmodSync, chownSync, existsSync, mkdirSync, mkdtempSync, readFileSync, readdirSync, rmSync } from 'node:fs';
 import { createServer } from 'node:net';
 import { tmpdir, userInfo } from 'node:os';
 import { join } from 'node:path';
@@ -47,6 +47,10 @@ export interface ThrowawayPostgres {
   /** `pg_ctl stop -m fast`: every connection is terminated (57P01), then the server exits. */
   stop(): Promise<void>;
   start(): Promise<void>;
+  /** SIGSTOP to the server and every process of it: it holds every connection and answers nothing. */
+  hang(): Promise<void>;
+  /** SIGCONT to the processes hang() stopped. */
+  resume(): void;
   /** Stops it for good and removes its files. */
   remove(): Promise<void>;
 }
@@ -73,8 +77,23 @@ export async function startPostgres(): Promise<ThrowawayPostgres> {
   };
   await start();
   const url = `postgres://petstore@127.0.0.1:${port}/postgres`;
+  let stopped: number[] = [];
+  const resume = () => {
+    for (const pid of stopped) process.kill(pid, 'SIGCONT');
+    stopped = [];
+  };
   return {
     url,
+    async hang() {
+      // The first line of postmaster.pid is the server's pid; its children are the backends.
+      const postmaster = Number(readFileSync(join(data, 'postmaster.pid'), 'utf8').split('\n')[0]);
+      process.kill(postmaster, 'SIGSTOP');
+      const { stdout } = await run('pgrep', ['-P', String(postmaster)]);
+      const children = stdout.split('\n').filter(Boolean).map(Number);
+      for (const pid of children) process.kill(pid, 'SIGSTOP');
+      stopped = [postmaster, ...children];
+    },
+    resume,
     async createDatabase(name) {
       const client = new Client({ connectionString: url });
       await client.connect();
@@ -88,6 +107,7 @@ export async function startPostgres(): Promise<ThrowawayPostgres> {
     stop,
     start,
     async remove() {
+      resume();
       await as('pg_ctl', ['-D', data, '-m', 'immediate', '-w', 'stop']).catch(() => {});
       rmSync(dir, { recursive: true, force: true });
     },
