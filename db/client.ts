@@ -1,6 +1,6 @@
 // Opens the SQLite file (or :memory:) with the pragmas the service relies on and applies
 // the committed migrations.
-import { closeSync, mkdirSync, openSync } from 'node:fs';
+import { closeSync, existsSync, mkdirSync, openSync } from 'node:fs';
 import { dirname } from 'node:path';
 import Database from 'better-sqlite3';
 import { sql, type Placeholder } from 'drizzle-orm';
@@ -22,7 +22,7 @@ export function openDatabase(
   { maxSizeMb, busyTimeoutMs = defaultDatabaseTimeoutMs }: { maxSizeMb?: number | undefined; busyTimeoutMs?: number | undefined } = {},
 ): Db {
   if (path !== ':memory:') {
-    mkdirSync(dirname(path), { recursive: true, mode: 0o700 });
+    makeFolders(dirname(path));
     // Created owner-only before SQLite opens it: accounts, key hashes and orders are
     // nobody else's business. SQLite gives the -wal and -shm files the database
     // file's mode. 'a' leaves an existing file (and its mode) as it is.
@@ -40,6 +40,21 @@ export function openDatabase(
     sqlite.pragma(`max_page_count = ${Math.floor((maxSizeMb * 1024 * 1024) / pageSize)}`);
   }
   return drizzle(sqlite, { schema });
+}
+
+/**
+ * `mkdir -p`, owner-only. Not Node's recursive mkdirSync: where a parent exists but
+ * refuses new entries with ENOENT (under /proc), it tries again forever.
+ */
+function makeFolders(dir: string): void {
+  if (existsSync(dir)) return;
+  const parent = dirname(dir);
+  if (parent !== dir) makeFolders(parent);
+  try {
+    mkdirSync(dir, { mode: 0o700 });
+  } catch (error) {
+    if ((error as NodeJS.ErrnoException).code !== 'EEXIST') throw error;
+  }
 }
 
 /**

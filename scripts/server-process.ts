@@ -72,6 +72,32 @@ export function startServer(env: Record<string, string>, timeoutMs = 30_000, cwd
   });
 }
 
+/**
+ * Runs the service as startServer does, for one that should not start: resolves to its
+ * exit code, what it wrote to stderr, and how long it took (SIGKILL past `timeoutMs`).
+ */
+export function runUntilExit(
+  env: Record<string, string>,
+  timeoutMs = 30_000,
+  cwd = repoRoot,
+): Promise<{ code: number | null; stderr: string; ms: number }> {
+  const began = Date.now();
+  const child = spawn(process.execPath, ['dist/server/main.js'], {
+    cwd,
+    env: { ...process.env, PORT: '0', HOST: '127.0.0.1', LOG_LEVEL: 'info', SHUTDOWN_DELAY_MS: '0', ...env },
+    stdio: ['ignore', 'ignore', 'pipe'],
+  });
+  let stderr = '';
+  child.stderr?.on('data', (chunk: Buffer) => (stderr += chunk.toString('utf8')));
+  const timer = setTimeout(() => child.kill('SIGKILL'), timeoutMs);
+  return new Promise((resolve) =>
+    child.once('close', (code) => {
+      clearTimeout(timer);
+      resolve({ code, stderr, ms: Date.now() - began });
+    }),
+  );
+}
+
 /** Polls `check` every 50 ms until it returns a value other than undefined, for at most `ms`. */
 export async function eventually<T>(check: () => Promise<T | undefined> | T | undefined, ms = 10_000): Promise<T> {
   const deadline = Date.now() + ms;

@@ -12,7 +12,7 @@ import { startDeliveryWorker, type DeliveryWorker } from './delivery-worker';
 import { createHttpServer, createLifecycle } from './http-server';
 import { createLogger, type Logger } from './log';
 import { createOverloadMonitor } from './overload';
-import { prepareStorageWhenReachable, StartupError } from './startup';
+import { listenOrFail, prepareStorageWhenReachable, StartupError } from './startup';
 
 // prom-client is loaded only when the metrics are on (METRICS_PORT).
 // eslint-disable-next-line @typescript-eslint/no-require-imports -- loaded on demand, as said above
@@ -66,17 +66,9 @@ async function main(): Promise<void> {
   const { server } = http;
   metrics?.connections(http.connections);
 
-  let worker: DeliveryWorker | undefined;
-  server.listen({ port: config.port, host: config.host, backlog: http.backlog }, () => {
-    worker = startDeliveryWorker({ storage, config, log, onDelivered: metrics?.delivered });
-    overload?.start();
-    const address = server.address();
-    const port = typeof address === 'object' && address ? address.port : config.port;
-    log.info(
-      { database: config.databaseUrl ? 'PostgreSQL (DATABASE_URL)' : config.databasePath, node: process.version },
-      `Pet store listening on http://${config.host}:${port}; API reference at http://${config.host}:${port}/docs`,
-    );
-  });
+  await listenOrFail(server, config, http.backlog);
+  const worker: DeliveryWorker = startDeliveryWorker({ storage, config, log, onDelivered: metrics?.delivered });
+  overload?.start();
 
   let stopping = false;
   const stop = async (signal: string, exitCode: number) => {
@@ -93,7 +85,7 @@ async function main(): Promise<void> {
       // only then may the database close.
       await http.drain(delayMs);
       // The worker writes to the database, so it stops first.
-      await worker?.stop();
+      await worker.stop();
       // The counts of deprecated calls not yet written.
       await deprecatedCalls.close();
       overload?.stop();
@@ -117,6 +109,13 @@ async function main(): Promise<void> {
   };
   process.on('uncaughtException', crash('uncaughtException'));
   process.on('unhandledRejection', crash('unhandledRejection'));
+
+  const address = server.address();
+  const port = typeof address === 'object' && address ? address.port : config.port;
+  log.info(
+    { database: config.databaseUrl ? 'PostgreSQL (DATABASE_URL)' : config.databasePath, node: process.version },
+    `Pet store listening on http://${config.host}:${port}; API reference at http://${config.host}:${port}/docs`,
+  );
 }
 
 async function prepareMigratedStorage(config: Config, log: Logger, service: ServiceOptions) {

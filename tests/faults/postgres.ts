@@ -3,7 +3,7 @@
 // an unprivileged user when run as root, a free port on 127.0.0.1), so that a test can
 // stop it and start it again under a running service. No binaries: the test fails.
 import { execFile } from 'node:child_process';
-import { chmodSync, chownSync, existsSync, mkdirSync, mkdtempSync, readFileSync, readdirSync, rmSync } from 'node:fs';
+import { chmodSync, chownSync, existsSync, mkdirSync, mkdtempSync, readFileSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
 import { createServer } from 'node:net';
 import { tmpdir, userInfo } from 'node:os';
 import { join } from 'node:path';
@@ -55,7 +55,8 @@ export interface ThrowawayPostgres {
   remove(): Promise<void>;
 }
 
-export async function startPostgres(): Promise<ThrowawayPostgres> {
+/** `password`: the server asks for it (scram-sha-256) instead of trusting every local connection. */
+export async function startPostgres({ password }: { password?: string } = {}): Promise<ThrowawayPostgres> {
   const bin = postgresBin();
   const root = userInfo().uid === 0;
   // As root, the server runs as `nobody` (it refuses to run as root).
@@ -67,7 +68,13 @@ export async function startPostgres(): Promise<ThrowawayPostgres> {
   mkdirSync(data);
   if (root) chownSync(data, 65534, 65534);
   const port = await freePort();
-  await as('initdb', ['-D', data, '-U', 'petstore', '--auth=trust', '--no-sync', '-E', 'UTF8']);
+  const auth = ['--auth=trust'];
+  if (password !== undefined) {
+    const file = join(dir, 'password');
+    writeFileSync(file, `${password}\n`, { mode: 0o644 });
+    auth.splice(0, 1, '--auth=scram-sha-256', `--pwfile=${file}`);
+  }
+  await as('initdb', ['-D', data, '-U', 'petstore', ...auth, '--no-sync', '-E', 'UTF8']);
   const options = `-p ${port} -k ${data} -c listen_addresses=127.0.0.1 -c fsync=off -c max_connections=200`;
   const start = async () => {
     await as('pg_ctl', ['-D', data, '-l', join(data, 'server.log'), '-w', '-o', options, 'start']);
@@ -76,7 +83,8 @@ export async function startPostgres(): Promise<ThrowawayPostgres> {
     await as('pg_ctl', ['-D', data, '-m', 'fast', '-w', 'stop']);
   };
   await start();
-  const url = `postgres://petstore@127.0.0.1:${port}/postgres`;
+  const user = password === undefined ? 'petstore' : `petstore:${encodeURIComponent(password)}`;
+  const url = `postgres://${user}@127.0.0.1:${port}/postgres`;
   let stopped: number[] = [];
   const resume = () => {
     for (const pid of stopped) process.kill(pid, 'SIGCONT');
@@ -102,7 +110,7 @@ export async function startPostgres(): Promise<ThrowawayPostgres> {
       } finally {
         await client.end();
       }
-      return `postgres://petstore@127.0.0.1:${port}/${name}`;
+      return `postgres://${user}@127.0.0.1:${port}/${name}`;
     },
     stop,
     start,
