@@ -1,8 +1,9 @@
 // npm run build, also run by npm install (prepare) and before the jest suite, the contract
 // suite and the bench:
 // tsc compiles the service into dist/compiled/ (tsconfig.build.json, incremental, ES module
-// syntax for the bundler), esbuild bundles that JavaScript into the one file `npm start`
-// runs, dist/server/main.js, and the files the service reads at run time are copied beside
+// syntax for the bundler, with source maps), esbuild bundles that JavaScript into one file,
+// dist/server/service.js with its source map, which dist/server/main.js (what `npm start`
+// runs) loads with source maps on, and the files the service reads at run time are copied beside
 // it, afresh so that a deleted one does not linger (db/files.ts, server/spec.ts and
 // server/docs.ts name them from there).
 // Why one bundle: docs/layout.md, "One bundle".
@@ -15,7 +16,7 @@
 // node_modules, patches/ applied (patch-package is run first), so a production install
 // needs no patching of its own (docs/deployment.md).
 import { execFileSync } from 'node:child_process';
-import { cpSync, existsSync, readdirSync, rmSync, statSync, utimesSync } from 'node:fs';
+import { cpSync, existsSync, readFileSync, readdirSync, rmSync, statSync, utimesSync, writeFileSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import { dirname, join } from 'node:path';
 import process from 'node:process';
@@ -74,6 +75,21 @@ function tools() {
   }
 }
 
+/**
+ * The packages' own source maps are left out: several point at sources they do not ship
+ * (drizzle's name `src/*.ts` beside node_modules), so a stack would name files nobody has.
+ * Their frames name the package's JavaScript in node_modules instead.
+ */
+const ownMapsOnly = {
+  name: 'own-maps-only',
+  setup(build) {
+    build.onLoad({ filter: /[\\/]node_modules[\\/].*\.[cm]?js$/ }, (args) => ({
+      contents: readFileSync(args.path, 'utf8').replace(/^\/\/# sourceMappingURL=.*$/gm, ''),
+      loader: 'js',
+    }));
+  },
+};
+
 const started = new Date();
 if (sources.some((source) => newest(join(root, source)) > builtAt())) {
   const found = tools();
@@ -94,9 +110,9 @@ if (sources.some((source) => newest(join(root, source)) > builtAt())) {
   }
   execFileSync(process.execPath, [tsc, '-b', 'tsconfig.build.json'], { cwd: root, stdio: 'inherit' });
   for (const folder of ['server', 'db', 'generated']) rmSync(join(root, 'dist', folder), { recursive: true, force: true });
-  esbuild.buildSync({
+  await esbuild.build({
     entryPoints: [join(root, 'dist', 'compiled', 'server', 'main.js')],
-    outfile: join(root, 'dist', 'server', 'main.js'),
+    outfile: join(root, 'dist', 'server', 'service.js'),
     bundle: true,
     platform: 'node',
     format: 'cjs',
@@ -104,8 +120,20 @@ if (sources.some((source) => newest(join(root, source)) > builtAt())) {
     // Loaded from node_modules at run time: a native addon, a package that serves its own
     // files, and OpenTelemetry, which only tracing loads.
     external: ['better-sqlite3', 'pg-native', 'swagger-ui-dist', '@opentelemetry/*'],
+    // service.js.map, through tsc's maps to the TypeScript sources: a stack names
+    // server/app.ts and its line. Only the map is read at run time, not the sources.
+    sourcemap: true,
+    sourcesContent: false,
+    plugins: [ownMapsOnly],
     logLevel: 'warning',
   });
+  // The entry: Node reads a file's source map only if maps were on when it loaded the
+  // file, so they are turned on here, before the bundle loads, however main.js is started
+  // (npm start, a process manager, a cluster worker), rather than by a flag each must pass.
+  writeFileSync(
+    join(root, 'dist', 'server', 'main.js'),
+    "// Written by scripts/build.mjs: source maps on, then the service's bundle.\n'use strict';\nprocess.setSourceMapsEnabled(true);\nrequire('./service.js');\n",
+  );
   for (const asset of assets) {
     const target = join(root, 'dist', asset);
     rmSync(target, { recursive: true, force: true });

@@ -8,8 +8,8 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 node scripts/build.mjs
-grep -q 'routeMatcherCache' dist/server/main.js || {
-  echo "dist/server/main.js does not carry the patched express-openapi-validator (patches/)" >&2
+grep -q 'routeMatcherCache' dist/server/service.js || {
+  echo "dist/server/service.js (the bundle) does not carry the patched express-openapi-validator (patches/)" >&2
   exit 1
 }
 

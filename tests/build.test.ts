@@ -54,6 +54,8 @@ describe('npm run build', () => {
   it('bundles what npm start runs, with the files it reads beside it', () => {
     for (const path of [
       'server/main.js',
+      'server/service.js',
+      'server/service.js.map',
       'openapi.yaml',
       'generated/openapi.json',
       'db/checkpoint-worker.cjs',
@@ -92,7 +94,7 @@ describe('npm run build', () => {
     // A statement, not an unused export, which the bundler would rightly leave out.
     appendFileSync(join(dir, 'server/spec.ts'), "\nif (process.env.BUILT_AGAIN) console.log('builtAgain');\n");
     build();
-    expect(readFileSync(built('server/main.js'), 'utf8')).toContain('builtAgain');
+    expect(readFileSync(built('server/service.js'), 'utf8')).toContain('builtAgain');
   });
 
   it('copies a new migration, and drops a deleted one', () => {
@@ -125,7 +127,7 @@ describe('npm run build', () => {
         await new Promise((r) => setTimeout(r, 100));
       expect(output).toMatch(/listening on http/);
       expect(output).toContain(marker);
-      expect(readFileSync(built('server/main.js'), 'utf8')).toContain(marker);
+      expect(readFileSync(built('server/service.js'), 'utf8')).toContain(marker);
     } finally {
       process.kill(-child.pid!, 'SIGTERM');
       await new Promise((resolve) => child.once('exit', resolve));
