@@ -1,7 +1,7 @@
 // The HTTP server around createApp(): connection and time bounds, Error-shaped answers
 // for what Node's parser refuses before Express sees a request, and a drain that lets
 // keep-alive clients go and waits for the app's work when the service stops.
-import { createServer, IncomingMessage, ServerResponse, STATUS_CODES, type RequestListener, type Server } from 'node:http';
+import { createServer, STATUS_CODES, type IncomingMessage, type RequestListener, type Server, type ServerResponse } from 'node:http';
 import { Server as NetServer, type Socket } from 'node:net';
 import type { Config } from './config';
 import { capConnections, connectionCaps, trustedProxies, type CapsConfig, type ConnectionCounts } from './connections';
@@ -63,31 +63,6 @@ function parserError(err: NodeJS.ErrnoException): { status: number; code: ErrorC
 }
 
 /**
- * Request and response classes whose objects are born with an Express app's prototypes.
- * Express gives every request and response its app's prototypes with
- * Object.setPrototypeOf; on an object made with another prototype that sends V8 down a
- * slow path, and under load about half of everything a request allocated then outlived
- * the next young-generation collection and was promoted (docs/performance.md). Born
- * with them, Express's call finds the prototype already set and does nothing. Not an
- * Express app (a bare listener in a test): Node's own classes.
- */
-function messageClasses(app: RequestListener): { IncomingMessage?: typeof IncomingMessage; ServerResponse?: typeof ServerResponse } {
-  const { request, response } = app as Partial<Record<'request' | 'response', object>>;
-  if (!request || !response) return {};
-  if (!(request instanceof IncomingMessage) || !(response instanceof ServerResponse)) return {};
-  // Node's classes are ES5 constructors: called on `this`, with the prototype swapped.
-  function Request(this: IncomingMessage, ...args: ConstructorParameters<typeof IncomingMessage>) {
-    IncomingMessage.apply(this, args);
-  }
-  function Response(this: ServerResponse, ...args: ConstructorParameters<typeof ServerResponse>) {
-    ServerResponse.apply(this, args);
-  }
-  Request.prototype = request;
-  Response.prototype = response;
-  return { IncomingMessage: Request as unknown as typeof IncomingMessage, ServerResponse: Response as unknown as typeof ServerResponse };
-}
-
-/**
  * The responses in flight (and the connections open), for drain(): reused slots, each
  * cleared when its response (connection) closes. Not a Set: a Set rebuilt per few dozen
  * requests leaves replaced tables that keep dead responses alive into the old generation
@@ -120,7 +95,6 @@ export class InFlight<T extends object = ServerResponse> {
 
 export function createHttpServer(app: RequestListener, config: ServerLimits, lifecycle: Lifecycle, log: Logger): HttpService {
   const server = createServer({
-    ...messageClasses(app),
     headersTimeout: config.headersTimeoutMs,
     requestTimeout: config.requestTimeoutMs,
     keepAliveTimeout: config.keepAliveTimeoutMs,

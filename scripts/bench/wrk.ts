@@ -1,0 +1,101 @@
+// The bench's load generator: wrk (Debian's package, installed by scripts/ensure-wrk.sh),
+// a C program in a process of its own. autocannon, in the bench's own Node process, could
+// not keep bare Express busy on Node 24 (it topped out below the server), so it measured
+// itself. wrk runs on core 1 when the servers are pinned to core 0, and its Lua script
+// cycles through the requests given, so one run can carry a mix.
+import { spawn, spawnSync } from 'node:child_process';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+
+export interface Load {
+  method?: 'GET' | 'POST';
+  path: string;
+  headers?: Record<string, string>;
+  body?: string;
+}
+
+export interface WrkResult {
+  requests: number;
+  seconds: number;
+  /** Milliseconds. */
+  p50: number;
+  p99: number;
+  /** Answers that were not 2xx or 3xx, and socket errors (connect, read, write, timeout). */
+  non2xx: number;
+  errors: number;
+}
+
+/** Installs wrk when it is missing (scripts/ensure-wrk.sh); throws with the reason when it cannot. */
+export function ensureWrk(): void {
+  if (spawnSync('wrk', ['--version']).error === undefined) return;
+  const run = spawnSync('bash', [join(__dirname, '..', 'ensure-wrk.sh')], { stdio: 'inherit' });
+  if (run.status !== 0) throw new Error('wrk is missing and scripts/ensure-wrk.sh could not install it');
+}
+
+// The requests are formatted in init(): wrk knows the Host header only once the script has loaded.
+const lua = (loads: Load[]) => {
+  const requests = loads.map((l) => {
+    const headers = Object.entries(l.headers ?? {}).map(([k, v]) => `[${JSON.stringify(k)}] = ${JSON.stringify(v)}`);
+    const body = l.body === undefined ? 'nil' : JSON.stringify(l.body);
+    return `wrk.format(${JSON.stringify(l.method ?? 'GET')}, ${JSON.stringify(l.path)}, {${headers.join(', ')}}, ${body})`;
+  });
+  return [
+    'local requests = {}',
+    'local i = 0',
+    `init = function() requests = {${requests.join(', ')}} end`,
+    'request = function()',
+    '  i = i % #requests + 1',
+    '  return requests[i]',
+    'end',
+    '',
+  ].join('\n');
+};
+
+/** wrk's "12.3us" / "4.5ms" / "1.2s" in milliseconds. */
+const ms = (value: string | undefined, unit: string | undefined) =>
+  value === undefined ? NaN : Number(value) * (unit === 'us' ? 0.001 : unit === 's' ? 1000 : unit === 'm' ? 60_000 : 1);
+
+export function parseWrk(out: string, seconds: number): WrkResult {
+  const latency = (p: number) => {
+    const m = new RegExp(`^\\s+${p}(?:\\.000)?%\\s+([\\d.]+)(us|ms|s|m)\\s*$`, 'm').exec(out);
+    return ms(m?.[1], m?.[2]);
+  };
+  const requests = Number(/(\d+) requests in ([\d.]+)(us|ms|s|m)/.exec(out)?.[1] ?? NaN);
+  const took = /\d+ requests in ([\d.]+)(us|ms|s|m)/.exec(out);
+  const socket = /Socket errors: connect (\d+), read (\d+), write (\d+), timeout (\d+)/.exec(out);
+  return {
+    requests,
+    seconds: took ? ms(took[1], took[2]) / 1000 : seconds,
+    p50: latency(50),
+    p99: latency(99),
+    non2xx: Number(/Non-2xx or 3xx responses: (\d+)/.exec(out)?.[1] ?? 0),
+    errors: socket ? socket.slice(1).reduce((n, x) => n + Number(x), 0) : 0,
+  };
+}
+
+/**
+ * `seconds` of load on 127.0.0.1:`port` from `connections` keep-alive connections, one wrk
+ * thread (pinned to `core` when given), cycling through `loads`.
+ */
+export function wrk(port: number, loads: Load[], options: { connections: number; seconds: number; core?: number }): Promise<WrkResult> {
+  const dir = mkdtempSync(join(tmpdir(), 'petstore-wrk-'));
+  const script = join(dir, 'requests.lua');
+  writeFileSync(script, lua(loads));
+  const args = ['-t1', `-c${options.connections}`, `-d${options.seconds}s`, '--latency', '-s', script, `http://127.0.0.1:${port}/`];
+  const [cmd, ...rest] = options.core === undefined ? ['wrk', ...args] : ['taskset', '-c', String(options.core), 'wrk', ...args];
+  return new Promise((resolve, reject) => {
+    const child = spawn(cmd, rest, { stdio: ['ignore', 'pipe', 'pipe'] });
+    let out = '';
+    let err = '';
+    child.stdout.on('data', (chunk: Buffer) => (out += chunk.toString()));
+    child.stderr.on('data', (chunk: Buffer) => (err += chunk.toString()));
+    child.on('error', reject);
+    child.on('close', (code) => {
+      rmSync(dir, { recursive: true, force: true });
+      const result = parseWrk(out, options.seconds);
+      if (code !== 0 || !Number.isFinite(result.requests)) reject(new Error(`wrk exited with ${code}: ${err || out}`));
+      else resolve(result);
+    });
+  });
+}
