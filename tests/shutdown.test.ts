@@ -118,6 +118,8 @@ interface Sent {
   error?: string;
   /** Sent on a keep-alive connection that had carried an answer before. */
   reused?: boolean;
+  /** Set on a client's requests sent after its last answer: the service no longer listened. */
+  last?: boolean;
 }
 
 /** One request on `agent`, its answer read whole. */
@@ -163,8 +165,8 @@ function send(agent: Agent, base: string, what: string, key: string | undefined,
 // the listener (the client has sent its request) is reset when the listener closes, as
 // no process has read it. With no balancer in front and clients reconnecting after each
 // `Connection: close`, a saturated server has some 100 ms of them queued at that moment.
-// They are told apart (a new connection, reset before any answer, once the delay is
-// over) and counted; a balancer that has seen /readyz stops sending before then (the
+// They are told apart (a new connection, reset before any answer, after the signal, with
+// no answer to that client after it: the service no longer listened) and counted; a balancer that has seen /readyz stops sending before then (the
 // HAProxy drill, scripts/drill/rolling-restart.ts, loses none).
 describe('SIGTERM under load from keep-alive clients', () => {
   const dir = mkdtempSync(join(tmpdir(), 'petstore-shutdown-load-'));
@@ -176,7 +178,7 @@ describe('SIGTERM under load from keep-alive clients', () => {
   ])(
     '%s: every request sent is answered, those after the signal with Connection: close; exit 0; every order acknowledged is stored',
     async (_shape, webConcurrency) => {
-      const delayMs = 1_000;
+      const delayMs = 2_000;
       const databasePath = join(dir, `load-${webConcurrency}.db`);
       await databaseWithAdmin(databasePath);
       const server = await startServer({
@@ -194,24 +196,24 @@ describe('SIGTERM under load from keep-alive clients', () => {
       const deadline = Date.now() + 30_000;
       // Until the service refuses the connection: bounded by the deadline and a count.
       const loop = async (client: number) => {
+        const mine: Sent[] = [];
         for (let n = 0; n < 20_000 && Date.now() < deadline; n++) {
           const one =
-            (client + n) % 2 === 0
-              ? await send(agent, server.url, 'POST /store/orders', customerKey, { petId, quantity: 1 })
-              : await send(agent, server.url, `GET /store/inventory/${petId}`, customerKey);
-          if (one.error === 'ECONNREFUSED') return;
+            client === 32
+              ? await send(probes, server.url, 'GET /readyz', undefined)
+              : (client + n) % 2 === 0
+                ? await send(agent, server.url, 'POST /store/orders', customerKey, { petId, quantity: 1 })
+                : await send(agent, server.url, `GET /store/inventory/${petId}`, customerKey);
+          if (one.error === 'ECONNREFUSED') break;
+          mine.push(one);
           sent.push(one);
+          if (client === 32) await new Promise((r) => setTimeout(r, 20));
         }
+        // After its last answer: a client's requests the service can no longer have read.
+        for (let i = mine.length - 1; i >= 0 && mine[i]!.status === undefined; i--) mine[i]!.last = true;
       };
-      const probe = async () => {
-        for (let n = 0; n < 2_000 && Date.now() < deadline; n++) {
-          const one = await send(probes, server.url, 'GET /readyz', undefined);
-          if (one.error === 'ECONNREFUSED') return;
-          sent.push(one);
-          await new Promise((r) => setTimeout(r, 20));
-        }
-      };
-      const load = Promise.all([...Array.from({ length: 32 }, (_, i) => loop(i)), probe()]);
+      // 32 clients, and a 33rd asking /readyz every 20 ms.
+      const load = Promise.all(Array.from({ length: 33 }, (_, i) => loop(i)));
 
       await eventually(() => (sent.filter((s) => s.status === 201).length >= 200 ? true : undefined), 20_000);
       const signalledAt = Date.now();
@@ -224,8 +226,7 @@ describe('SIGTERM under load from keep-alive clients', () => {
       probes.destroy();
       expect(await exited).toBe(0);
 
-      const listenerClosing = signalledAt + delayMs - 500;
-      const queued = (s: Sent) => s.error === 'ECONNRESET' && s.reused === false && s.startedAt >= listenerClosing;
+      const queued = (s: Sent) => s.error === 'ECONNRESET' && s.reused === false && s.startedAt > signalledAt && s.last === true;
       const failed = sent.filter(
         (s) => (s.error !== undefined && !queued(s)) || (s.status !== undefined && s.status >= 300 && s.what !== 'GET /readyz'),
       );
