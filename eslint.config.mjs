@@ -119,8 +119,8 @@ export default tseslint.config(
     languageOptions: { sourceType: 'commonjs', globals: { module: 'writable' } },
   },
   {
-    // The checkpoint thread's body: plain CommonJS, so a worker runs it as it is.
-    files: ['db/checkpoint-worker.cjs'],
+    // The checkpoint and hashing threads' bodies: plain CommonJS, so a worker runs them as they are.
+    files: ['db/checkpoint-worker.cjs', 'server/hash-worker.cjs'],
     languageOptions: {
       sourceType: 'commonjs',
       globals: { require: 'readonly', process: 'readonly', __dirname: 'readonly', setInterval: 'readonly', clearInterval: 'readonly' },

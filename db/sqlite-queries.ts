@@ -61,6 +61,13 @@ export function createQueries(db: Db): Queries {
       .where(eq(accounts.email, p('email')))
       .prepare(),
   );
+  const replacePasswordHash = prepared(() =>
+    db
+      .update(accounts)
+      .set({ passwordHash: bound('to') })
+      .where(and(eq(accounts.id, p('id')), eq(accounts.passwordHash, p('from'))))
+      .prepare(),
+  );
   const accountById = prepared(() =>
     db
       .select({ id: accounts.id })
@@ -421,6 +428,7 @@ export function createQueries(db: Db): Queries {
       const row = accountByEmail().get({ email });
       return row ? { ...toAccount(row), passwordHash: row.passwordHash } : null;
     },
+    replacePasswordHash: (id, from, to) => replacePasswordHash().run({ id, from, to }).changes > 0,
     // The transaction's write lock (BEGIN IMMEDIATE) already excludes every other writer.
     lockAccount: (id) => accountById().get({ id }) !== undefined,
 

@@ -66,6 +66,8 @@ export interface DeprecatedCaller {
 export interface Queries {
   insertAccount(input: { email: string; passwordHash: string; role: Role; createdAt: string }): Awaitable<Account | null>;
   findAccountByEmail(email: string): Awaitable<AccountWithSecret | null>;
+  /** Replaces the account's password hash if it is still `from`; false when it was not (changed meanwhile). */
+  replacePasswordHash(accountId: number, from: string, to: string): Awaitable<boolean>;
   /**
    * Locks the account row (FOR UPDATE) for the rest of the transaction; false when there is
    * none. The bounds on what an account holds (keys, queued messages) count under it.

@@ -49,6 +49,8 @@ export function createStore(storage: Storage, bounds: Bounds = defaultBounds, ev
       create: (input: { email: string; passwordHash: string; role: Role }) =>
         storage.insertAccount({ ...input, email: input.email.toLowerCase(), createdAt: new Date().toISOString() }),
       findByEmail: (email: string) => storage.findAccountByEmail(email.toLowerCase()),
+      /** A login's upgrade of an old hash; a no-op when the hash changed since it was read. */
+      upgradePasswordHash: (accountId: number, from: string, to: string) => storage.replacePasswordHash(accountId, from, to),
     },
 
     apiKeys: {

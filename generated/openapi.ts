@@ -556,7 +556,7 @@ export interface components {
              * @description Unique ignoring case.
              */
             email: string;
-            /** @description Stored only as an scrypt hash. */
+            /** @description Stored only as a one-way hash (argon2id, in a string naming its parameters); a hash an earlier release made is replaced with a current one at the next successful `POST /api-keys`. */
             password: string;
         };
         /**
@@ -684,8 +684,9 @@ export interface components {
              *     - `unavailable` 503: the database does not answer; retry after `Retry-After`.
              *     - `storage_unavailable` 503: a write could not be made durable (full disk, I/O
              *       error) and was not stored; retry after `Retry-After`.
-             *     - `overloaded` 503: the service is falling behind and refused the request
-             *       before doing anything; retry after `Retry-After`.
+             *     - `overloaded` 503: the service is falling behind, or too many passwords are
+             *       being hashed at once, and refused the request before doing anything; retry
+             *       after `Retry-After`.
              * @enum {string}
              */
             code: "bad_request" | "invalid_json" | "invalid_content_type" | "validation_failed" | "unauthorized" | "forbidden" | "not_found" | "method_not_allowed" | "conflict" | "pet_not_available" | "insufficient_stock" | "pet_has_open_orders" | "category_in_use" | "order_completed" | "idempotency_key_reused" | "request_timeout" | "precondition_failed" | "payload_too_large" | "range_not_satisfiable" | "headers_too_large" | "pet_not_found" | "category_not_found" | "rate_limited" | "internal_error" | "not_implemented" | "unavailable" | "storage_unavailable" | "api_key_limit_reached" | "message_queue_full" | "gone" | "overloaded";
@@ -1051,7 +1052,7 @@ export interface components {
                 "application/json": components["schemas"]["Error"];
             };
         };
-        /** @description The service cannot do this now, and says when to try again in `Retry-After`: `overloaded` when the service is falling behind and sheds new requests until it catches up (nothing was done; retry as it is), `unavailable` when the database does not answer (PostgreSQL down or restarting; reads are refused too), `storage_unavailable` when a write cannot be made durable (a full disk or an I/O error on the database file; reads keep working). After `storage_unavailable` nothing was stored and the write may be retried as it is. After `unavailable` a write whose connection broke while it was committing may have been stored: retry an order with the same `Idempotency-Key` to place it at most once. */
+        /** @description The service cannot do this now, and says when to try again in `Retry-After`: `overloaded` when the service is falling behind and sheds new requests until it catches up, or, on the operations that check a password (sign-up and `POST /api-keys`), when too many passwords are being hashed at once (nothing was done; retry as it is), `unavailable` when the database does not answer (PostgreSQL down or restarting; reads are refused too), `storage_unavailable` when a write cannot be made durable (a full disk or an I/O error on the database file; reads keep working). After `storage_unavailable` nothing was stored and the write may be retried as it is. After `unavailable` a write whose connection broke while it was committing may have been stored: retry an order with the same `Idempotency-Key` to place it at most once. */
         Unavailable: {
             headers: {
                 "Retry-After": components["headers"]["RetryAfter"];

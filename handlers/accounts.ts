@@ -1,21 +1,24 @@
-import type { Store } from '../domain/store';
 import type { Account, Role } from '../domain/types';
 import { ApiError, notFound } from '../server/errors';
-import type { HandlerModule } from '../server/operations';
+import type { AppContext, HandlerModule } from '../server/operations';
 import { pageOf, pageRequest } from '../server/pagination';
-import { generateApiKey, hashPassword } from '../server/security';
+import { generateApiKey } from '../server/security';
 
 /**
- * Creates an account with an scrypt-hashed password; null when the email is taken.
- * Sign-up uses it, and so does `npm run account:create`, the only way to make an admin.
+ * Creates an account with its password hashed as every new password is (server/passwords.ts);
+ * null when the email is taken. Sign-up uses it, and so does `npm run account:create`, the
+ * only way to make an admin.
  */
-export async function registerAccount(repos: Store, input: { email: string; password: string; role: Role }): Promise<Account | null> {
-  return repos.accounts.create({ email: input.email, passwordHash: await hashPassword(input.password), role: input.role });
+export async function registerAccount(
+  { repos, passwords }: Pick<AppContext, 'repos' | 'passwords'>,
+  input: { email: string; password: string; role: Role },
+): Promise<Account | null> {
+  return repos.accounts.create({ email: input.email, passwordHash: await passwords.hash(input.password), role: input.role });
 }
 
 export const accountsHandlers: HandlerModule<'accounts'> = {
-  async createAccount({ body }, { repos }) {
-    const account = await registerAccount(repos, { email: body.email, password: body.password, role: 'customer' });
+  async createAccount({ body }, ctx) {
+    const account = await registerAccount(ctx, { email: body.email, password: body.password, role: 'customer' });
     if (!account) throw new ApiError('conflict', 'An account with this email already exists', 409);
     return { status: 201, body: account };
   },

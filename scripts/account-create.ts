@@ -9,6 +9,7 @@ import { prepareStorage } from '../db/open';
 import { createStore } from '../domain/store';
 import { loadConfig } from '../server/config';
 import { registerAccount } from '../handlers/accounts';
+import { createPasswordHashing } from '../server/passwords';
 
 const usage =
   'Usage: npm run account:create -- --email EMAIL [--password PASSWORD] [--admin]\n' +
@@ -70,7 +71,8 @@ async function main(): Promise<void> {
   // Migrates like the service, but never loads the demo catalogue.
   const { storage } = await prepareStorage({ ...config, seedDemoData: false });
   const role = values.admin ? 'admin' : 'customer';
-  const account = await registerAccount(createStore(storage), { email: values.email, password, role });
+  const passwords = createPasswordHashing(config.passwordHashing);
+  const account = await registerAccount({ repos: createStore(storage), passwords }, { email: values.email, password, role });
   await storage.close();
   if (!account) {
     console.error(`An account with the email ${values.email} already exists.`);

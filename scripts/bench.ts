@@ -7,6 +7,7 @@
 import { spawnSync } from 'node:child_process';
 import { existsSync, readdirSync } from 'node:fs';
 import { join } from 'node:path';
+import { benchLoginBurst } from './bench/login-burst';
 import { benchOverload } from './bench/overload';
 import { benchMetricsCost } from './bench/metrics-cost';
 import { benchPagination } from './bench/pagination';
@@ -47,6 +48,7 @@ async function main(): Promise<void> {
   if (process.env.BENCH_SKIP_METRICS !== '1') await benchMetricsCost();
   if (process.env.BENCH_SKIP_TRACING !== '1') await benchTracingCost();
   if (process.env.BENCH_SKIP_OVERLOAD !== '1') await benchOverload();
+  if (process.env.BENCH_SKIP_LOGIN_BURST !== '1') await benchLoginBurst();
   console.log('');
   benchShapes();
 }

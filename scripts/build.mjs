@@ -1,9 +1,10 @@
 // npm run build, also run by npm install (prepare) and before the jest suite, the contract
 // suite and the bench:
 // tsc compiles the service into dist/compiled/ (tsconfig.build.json, incremental, ES module
-// syntax for the bundler, with source maps), esbuild bundles that JavaScript into one file,
-// dist/server/service.js with its source map, which dist/server/main.js (what `npm start`
-// runs) loads with source maps on, and the files the service reads at run time are copied beside
+// syntax for the bundler, with source maps), esbuild bundles that JavaScript into the one
+// file `npm start` runs, dist/server/service.js with its source map (started by
+// dist/server/main.js, which turns V8's compile cache and source maps on first), and the
+// files the service reads at run time are copied beside
 // it, afresh so that a deleted one does not linger (db/files.ts, server/spec.ts and
 // server/docs.ts name them from there).
 // Why one bundle: docs/layout.md, "One bundle".
@@ -35,6 +36,8 @@ const sources = [
   'tsconfig.build.json',
   'package-lock.json',
   'patches',
+  // The recipe itself: a change to it changes what the build writes.
+  'scripts/build.mjs',
 ];
 const assets = [
   'openapi.yaml',
@@ -42,6 +45,7 @@ const assets = [
   'db/migrations',
   'db/pg/migrations',
   'db/checkpoint-worker.cjs',
+  'server/hash-worker.cjs',
   'server/docs-assets',
 ];
 
@@ -127,12 +131,14 @@ if (sources.some((source) => newest(join(root, source)) > builtAt())) {
     plugins: [ownMapsOnly],
     logLevel: 'warning',
   });
-  // The entry: Node reads a file's source map only if maps were on when it loaded the
-  // file, so they are turned on here, before the bundle loads, however main.js is started
-  // (npm start, a process manager, a cluster worker), rather than by a flag each must pass.
+  // The entry `npm start` runs: V8's compile cache first (kept in the system's temporary
+  // folder, or NODE_COMPILE_CACHE), so that a start after the first does not compile the
+  // bundle again (docs/performance.md, "Start"); then source maps, which Node reads for a
+  // file only if they were on when it loaded the file, so here, before the bundle, however
+  // main.js is started (npm start, a process manager, a cluster worker); then the bundle.
   writeFileSync(
     join(root, 'dist', 'server', 'main.js'),
-    "// Written by scripts/build.mjs: source maps on, then the service's bundle.\n'use strict';\nprocess.setSourceMapsEnabled(true);\nrequire('./service.js');\n",
+    "'use strict';\n// Written by scripts/build.mjs: V8's compile cache and source maps, then the service.\nrequire('node:module').enableCompileCache();\nprocess.setSourceMapsEnabled(true);\nrequire('./service.js');\n",
   );
   for (const asset of assets) {
     const target = join(root, 'dist', asset);

@@ -9,7 +9,7 @@ cd "$(dirname "$0")/.."
 
 node scripts/build.mjs
 grep -q 'routeMatcherCache' dist/server/service.js || {
-  echo "dist/server/service.js (the bundle) does not carry the patched express-openapi-validator (patches/)" >&2
+  echo "dist/server/service.js does not carry the patched express-openapi-validator (patches/)" >&2
   exit 1
 }
 

@@ -32,6 +32,7 @@ import { createRateLimiters, memoryStores, type RateLimitStoreFactory } from './
 import { createRateLimitStore } from './rate-limit-store';
 import { requestId } from './request-id';
 import { servicePages } from './service-pages';
+import { createPasswordHashing, type PasswordHashing } from './passwords';
 import { createSecurityHandlers } from './security';
 import type { Tracing } from './tracing';
 import { loadSpec, loadSpecYaml, operationsOf, specRouter, type OpenApiDocument } from './spec';
@@ -61,6 +62,8 @@ export interface AppOptions {
   metrics?: Metrics;
   /** OpenTelemetry spans for each request and its storage calls (server/tracing.ts); none unless given. */
   tracing?: Tracing;
+  /** Password hashing and its bound on hashes at once; made from config.passwordHashing unless given. */
+  passwords?: PasswordHashing;
 }
 
 export function createApp({
@@ -77,6 +80,7 @@ export function createApp({
   overload,
   metrics,
   tracing,
+  passwords = createPasswordHashing(config.passwordHashing),
 }: AppOptions): Express {
   const spec = givenSpec ?? loadSpec();
   const logger = log ?? createLogger(config.logLevel);
@@ -86,7 +90,7 @@ export function createApp({
   const traced = tracing ? tracing.storage(opened) : opened;
   const storage = metrics ? metrics.storage(traced) : traced;
   const repos = createStore(storage, config.bounds, metrics?.events);
-  const ctx: AppContext = { repos, config, log: logger };
+  const ctx: AppContext = { repos, passwords, config, log: logger };
   const operations = operationsOf(spec);
 
   // Counters live where every process serving this database sees them: in the database
@@ -164,7 +168,7 @@ export function createApp({
     validateFormats: true,
     ajvFormats: { mode: 'full' },
     formats: { 'date-time': { type: 'string', validate: isStorableDateTime } },
-    validateSecurity: { handlers: createSecurityHandlers(repos) },
+    validateSecurity: { handlers: createSecurityHandlers(repos, passwords) },
     ignoreUndocumented: false,
     fileUploader: false,
   }) as unknown as RequestHandler[];

@@ -5,6 +5,7 @@ import { isIP } from 'node:net';
 import * as z from 'zod';
 import { defaultDatabaseTimeoutMs } from '../domain/storage';
 import { defaultBounds } from '../domain/store';
+import { defaultHashConcurrency } from './passwords';
 
 const boolean = z.enum(['true', 'false', '1', '0']).transform((v) => v === 'true' || v === '1');
 const int = (min: number, max: number) => z.coerce.number().int().min(min).max(max);
@@ -113,6 +114,9 @@ const variables = z.object({
   LOGIN_FAILURES_PER_ADDRESS: int(1, 1_000_000).default(30),
   LOGIN_LOCKOUT_MINUTES: int(1, 1_440).default(15),
   SIGNUPS_PER_ADDRESS_PER_HOUR: int(1, 1_000_000).default(10),
+  // Password hashes at once per process, and how many may wait (docs/operations.md, "Password hashing").
+  PASSWORD_HASH_CONCURRENCY: int(1, 64).optional(),
+  PASSWORD_HASH_QUEUE: int(0, 100_000).default(16),
   API_KEYS_PER_ACCOUNT: int(1, 1_000_000).default(defaultBounds.activeApiKeysPerAccount),
   QUEUED_MESSAGES_PER_ACCOUNT: int(1, 1_000_000).default(defaultBounds.queuedMessagesPerAccount),
   CORS_ORIGINS: corsOrigins.default([]),
@@ -183,6 +187,11 @@ const schema = variables
     loginLockoutMs: e.LOGIN_LOCKOUT_MINUTES * 60_000,
     /** Accounts one client address may create an hour (POST /accounts that answer 201). */
     signupsPerAddressPerHour: e.SIGNUPS_PER_ADDRESS_PER_HOUR,
+    /** How many password hashes run at once in this process and how many wait (server/passwords.ts). */
+    passwordHashing: {
+      concurrency: e.PASSWORD_HASH_CONCURRENCY ?? defaultHashConcurrency(e.WEB_CONCURRENCY),
+      queue: e.PASSWORD_HASH_QUEUE,
+    },
     /** What one account may hold at once (domain/store.ts). */
     bounds: { activeApiKeysPerAccount: e.API_KEYS_PER_ACCOUNT, queuedMessagesPerAccount: e.QUEUED_MESSAGES_PER_ACCOUNT },
     /** Origins whose browser pages may call the API (server/cors.ts); none by default. */

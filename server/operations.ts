@@ -7,6 +7,7 @@ import { operationTable, type OperationId, type OperationsByTag } from '../gener
 import type { OperationEntry } from './spec';
 import type { Config } from './config';
 import type { Logger } from './log';
+import type { PasswordHashing } from './passwords';
 import type { Store } from '../domain/store';
 import type { Principal } from '../domain/types';
 import { principalOf } from './security';
@@ -45,6 +46,8 @@ export type Result<K extends OperationId> = {
 export interface AppContext {
   /** The store rules and reads (domain/store.ts); handlers never see the storage under it. */
   repos: Store;
+  /** Every password is hashed and checked here, under its bound on hashes at once (server/passwords.ts). */
+  passwords: PasswordHashing;
   config: Config;
   log: Logger;
 }

@@ -1,39 +1,17 @@
-// Credentials: scrypt passwords, SHA-256-hashed API keys, and the security handlers that
-// express-openapi-validator calls for the spec's bearerAuth and basicAuth schemes.
-import { createHash, randomBytes, scrypt, timingSafeEqual } from 'node:crypto';
+// Credentials: SHA-256-hashed API keys, passwords checked through server/passwords.ts, and
+// the security handlers that express-openapi-validator calls for the spec's bearerAuth and
+// basicAuth schemes.
+import { createHash, randomBytes } from 'node:crypto';
 import type { Request } from 'express';
 import { StorageUnavailable } from '../domain/errors';
 import type { Store } from '../domain/store';
 import type { Principal } from '../domain/types';
 import { ApiError, forbidden, unauthorized, unavailable } from './errors';
+import type { PasswordHashing } from './passwords';
 
 const keyPrefix = 'ps_live_';
-const scryptParams = { N: 16384, r: 8, p: 1, keylen: 64 } as const;
 // lastUsedAt is written at most this often per key, so a busy key is not a write per request.
 const touchIntervalMs = 60_000;
-
-function scryptAsync(password: string, salt: Buffer): Promise<Buffer> {
-  const { N, r, p, keylen } = scryptParams;
-  return new Promise((resolve, reject) => scrypt(password, salt, keylen, { N, r, p }, (err, key) => (err ? reject(err) : resolve(key))));
-}
-
-export async function hashPassword(password: string): Promise<string> {
-  const salt = randomBytes(16);
-  const hash = await scryptAsync(password, salt);
-  const { N, r, p } = scryptParams;
-  return `scrypt$${N}$${r}$${p}$${salt.toString('base64')}$${hash.toString('base64')}`;
-}
-
-// Verifying against this when the email is unknown keeps both answers equally slow.
-const decoyHash = `scrypt$16384$8$1$${randomBytes(16).toString('base64')}$${randomBytes(64).toString('base64')}`;
-
-async function verifyPassword(password: string, stored: string): Promise<boolean> {
-  const [, , , , salt, hash] = stored.split('$');
-  if (!salt || !hash) return false;
-  const expected = Buffer.from(hash, 'base64');
-  const actual = await scryptAsync(password, Buffer.from(salt, 'base64'));
-  return actual.length === expected.length && timingSafeEqual(actual, expected);
-}
 
 const hashKey = (key: string) => createHash('sha256').update(key, 'utf8').digest('hex');
 
@@ -82,17 +60,21 @@ function refuse(req: Request, error: ApiError): never {
   throw error;
 }
 
-/** A storage failure while checking credentials is a 500, never a 401 with its message. */
+/**
+ * A failure while checking credentials is a 500 (or the 503 it asks for: storage, too many
+ * hashes at once), never a 401 with its message.
+ */
 async function failClosed<T>(req: Request, work: () => T | Promise<T>): Promise<T> {
   try {
     return await work();
   } catch (cause) {
     if (cause instanceof StorageUnavailable) return refuse(req, unavailable(cause));
+    if (cause instanceof ApiError) return refuse(req, cause);
     return refuse(req, new ApiError('internal_error', 'Something went wrong on our side', 500, {}, { cause }));
   }
 }
 
-export function createSecurityHandlers(repos: Store) {
+export function createSecurityHandlers(repos: Store, passwords: PasswordHashing) {
   return {
     async bearerAuth(req: Request): Promise<boolean> {
       const credentials = credentialsOf(req);
@@ -122,8 +104,21 @@ export function createSecurityHandlers(repos: Store) {
       const credentials = credentialsOf(req);
       if (credentials.scheme !== 'basic') refuse(req, unauthorized('The Authorization header must be `Basic base64(email:password)`'));
       const account = await failClosed(req, () => repos.accounts.findByEmail(credentials.email));
-      const ok = await verifyPassword(credentials.password, account?.passwordHash ?? decoyHash);
-      if (!account || !ok) refuse(req, unauthorized('The email or password is wrong'));
+      // An unknown email is checked against a decoy: it costs what a wrong password costs.
+      const check = await failClosed(req, () => passwords.verify(credentials.password, account?.passwordHash ?? null));
+      if (!account || !check.ok) refuse(req, unauthorized('The email or password is wrong'));
+      if (check.upgraded) {
+        // Made the way an earlier release made it: replaced now, before the request goes on.
+        // A disk that refuses the write does not refuse the login; the next one tries again.
+        const upgraded = check.upgraded;
+        await failClosed(req, async () => {
+          try {
+            await repos.accounts.upgradePasswordHash(account.id, account.passwordHash, upgraded);
+          } catch (error) {
+            if (!(error instanceof StorageUnavailable)) throw error;
+          }
+        });
+      }
       req.principal = { accountId: account.id, role: account.role };
       return true;
     },

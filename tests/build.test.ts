@@ -59,6 +59,7 @@ describe('npm run build', () => {
       'openapi.yaml',
       'generated/openapi.json',
       'db/checkpoint-worker.cjs',
+      'server/hash-worker.cjs',
       'db/migrations/meta/_journal.json',
       'db/pg/migrations/meta/_journal.json',
       'server/docs-assets',
@@ -77,6 +78,13 @@ describe('npm run build', () => {
       expect((await fetch(`${server.url}/openapi.yaml`)).status).toBe(200);
       expect((await fetch(`${server.url}/docs/assets/docs.css`)).status).toBe(200);
       expect((await fetch(`${server.url}/healthz`)).status).toBe(200);
+      // A sign-up hashes its password on a thread whose file sits beside the bundle.
+      const signUp = await fetch(`${server.url}/accounts`, {
+        method: 'POST',
+        headers: { 'Content-Type': 'application/json' },
+        body: JSON.stringify({ email: 'bundle@example.com', password: 'a long enough password' }),
+      });
+      expect(signUp.status).toBe(201);
       // The demo catalogue went in through the migrated schema.
       expect(server.log()).toContain('New database: loaded the demo catalogue');
       // The checkpoint thread starts a second after the service; a missing file would fail it.
@@ -88,6 +96,18 @@ describe('npm run build', () => {
       for (const path of ['server', 'db', 'generated', 'openapi.yaml']) cpSync(join(moved, path), join(dir, path), { recursive: true });
       rmSync(moved, { recursive: true });
     }
+  });
+
+  it("keeps V8's compiled code of the bundle for the next start (the compile cache, in the temporary folder)", async () => {
+    const tmp = join(dir, 'tmp');
+    mkdirSync(tmp, { recursive: true });
+    // With NODE_COMPILE_CACHE set, Node would turn the cache on by itself; main.js must.
+    expect(process.env.NODE_COMPILE_CACHE).toBeUndefined();
+    const server = await startServer({ TMPDIR: tmp, DATABASE_PATH: join(dir, 'data', 'cache.db') }, 30_000, dir);
+    expect(await server.stop()).toBe(0);
+    const cache = join(tmp, 'node-compile-cache');
+    const files = existsSync(cache) ? readdirSync(cache, { recursive: true }) : [];
+    expect(files.length).toBeGreaterThan(0);
   });
 
   it('compiles an edited source again', () => {

@@ -17,6 +17,7 @@ import type { Storage } from '../domain/storage';
 import { createStore, type Store } from '../domain/store';
 import { registerAccount } from '../handlers/accounts';
 import { createLogger, type Logger } from '../server/log';
+import { createPasswordHashing, type PasswordHashing } from '../server/passwords';
 
 /** A logger whose JSON lines the test can read back. */
 export function captureLog(level: Config['logLevel'] = 'debug'): {
@@ -45,6 +46,8 @@ export function testConfig(env: Record<string, string> = {}): Config {
     LOGIN_FAILURES_PER_ADDRESS: '100000',
     // Every test signs up from one address; the sign-up limit has its own tests.
     SIGNUPS_PER_ADDRESS_PER_HOUR: '100000',
+    // Tests sign up and log in many at once; the bound on waiting hashes has its own tests.
+    PASSWORD_HASH_QUEUE: '100000',
     SEED_DEMO_DATA: 'false',
     MESSAGE_DELIVERY_DELAY_MS: '0',
     ...env,
@@ -55,6 +58,8 @@ export interface TestApp {
   app: Express;
   storage: Storage;
   repos: Store;
+  /** The app's password hashing (and its bound on hashes at once). */
+  passwords: PasswordHashing;
   config: Config;
   /** Raw SQL on the app's database, `?` placeholders on both engines; the rows of a query. */
   query(text: string, ...params: unknown[]): Promise<Array<Record<string, unknown>>>;
@@ -146,11 +151,13 @@ export function setupApp(options: Partial<AppOptions> & { databasePath?: string;
     ? { storage: options.storage, query: undefined }
     : testStorage(options.databasePath, options.db);
   const { db: _sqlite, ...rest } = options;
-  const app = createApp({ ...rest, storage, config });
+  const passwords = options.passwords ?? createPasswordHashing(config.passwordHashing);
+  const app = createApp({ ...rest, storage, config, passwords });
   return {
     app,
     storage,
     repos: createStore(storage, config.bounds),
+    passwords,
     config,
     query: query ?? (() => Promise.reject(new Error('no raw SQL on a given storage'))),
   };
@@ -195,7 +202,7 @@ export async function customer(app: Express, email = uniqueEmail('customer')): P
 
 /** Admins exist only from the command line; this does what `npm run account:create -- --admin` does. */
 export async function admin(t: TestApp, email = uniqueEmail('admin')): Promise<Caller> {
-  const account = await registerAccount(t.repos, { email, password, role: 'admin' });
+  const account = await registerAccount(t, { email, password, role: 'admin' });
   if (!account) throw new Error(`could not create admin ${email}`);
   const key = await keyFor(t.app, email);
   return { key, email, accountId: account.id, auth: { Authorization: `Bearer ${key}` } };

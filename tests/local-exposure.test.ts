@@ -47,7 +47,8 @@ describe('npm run account:create', () => {
     };
     db.close();
     expect(row.role).toBe('admin');
-    expect(row.hash).toMatch(/^scrypt\$/);
+    // The same function as sign-up (handlers/accounts.ts, registerAccount): today's argon2id.
+    expect(row.hash).toMatch(/^\$argon2id\$v=19\$m=19456,t=2,p=1\$[A-Za-z0-9+/]{22}\$[A-Za-z0-9+/]{43}$/);
   });
 
   it('refuses a short password from stdin', () => {

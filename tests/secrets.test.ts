@@ -1,4 +1,4 @@
-// Keys are stored only as SHA-256, passwords only as scrypt: nothing in clear on disk.
+// Keys are stored only as SHA-256, passwords only as argon2id: nothing in clear on disk.
 import { mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -28,6 +28,6 @@ describe('the database file', () => {
       expect(bytes.includes(Buffer.from(secret))).toBe(false);
     }
     const [row] = (await t.query('select password_hash from accounts where email = ?', me.email)) as Array<{ password_hash: string }>;
-    expect(row?.password_hash).toMatch(/^scrypt\$16384\$8\$1\$/);
+    expect(row?.password_hash).toMatch(/^\$argon2id\$v=19\$m=19456,t=2,p=1\$/);
   });
 });

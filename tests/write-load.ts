@@ -5,6 +5,7 @@ import Database from 'better-sqlite3';
 import { createDatabase } from '../db/client';
 import { createSqliteStorage } from '../db/sqlite-storage';
 import { createStore } from '../domain/store';
+import { createPasswordHashing } from '../server/passwords';
 import { registerAccount } from '../handlers/accounts';
 
 export const adminEmail = 'admin@example.com';
@@ -44,7 +45,10 @@ export async function call(
 /** A migrated database file with one admin account, made before the server starts on it. */
 export async function databaseWithAdmin(path: string): Promise<void> {
   const storage = createSqliteStorage(createDatabase(path));
-  await registerAccount(createStore(storage), { email: adminEmail, password, role: 'admin' });
+  await registerAccount(
+    { repos: createStore(storage), passwords: createPasswordHashing({ concurrency: 1, queue: 0 }) },
+    { email: adminEmail, password, role: 'admin' },
+  );
   await storage.close();
 }
 

@@ -52,6 +52,12 @@ function createQueries(db: Executor): Queries {
       .from(accounts)
       .where(eq(accounts.email, p('email')))
       .prepare('find_account_by_email'),
+    replacePasswordHash: db
+      .update(accounts)
+      .set({ passwordHash: bound('to') })
+      .where(and(eq(accounts.id, p('id')), eq(accounts.passwordHash, p('from'))))
+      .returning({ id: accounts.id })
+      .prepare('replace_password_hash'),
     lockAccount: db
       .select({ id: accounts.id })
       .from(accounts)
@@ -199,6 +205,7 @@ function createQueries(db: Executor): Queries {
       const row = first(await prepared.findAccountByEmail.execute({ email }));
       return row ? { ...toAccount(row), passwordHash: row.passwordHash } : null;
     },
+    replacePasswordHash: async (id, from, to) => (await prepared.replacePasswordHash.execute({ id, from, to })).length > 0,
     lockAccount: async (id) => (await prepared.lockAccount.execute({ id })).length > 0,
 
     insertApiKey: async (input) => toApiKey((await db.insert(apiKeys).values(input).returning())[0]!),

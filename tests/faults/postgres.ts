@@ -11,6 +11,7 @@ import { promisify } from 'node:util';
 import { Client } from 'pg';
 import { createPgStorage, migratePg, openPgDatabase } from '../../db/pg/storage';
 import { createStore } from '../../domain/store';
+import { createPasswordHashing } from '../../server/passwords';
 import { registerAccount } from '../../handlers/accounts';
 import { adminEmail, password } from '../write-load';
 
@@ -129,7 +130,10 @@ export async function createAdminDatabase(pg: ThrowawayPostgres, name: string): 
   await migratePg(db);
   const storage = createPgStorage(db);
   try {
-    await registerAccount(createStore(storage), { email: adminEmail, password, role: 'admin' });
+    await registerAccount(
+      { repos: createStore(storage), passwords: createPasswordHashing({ concurrency: 1, queue: 0 }) },
+      { email: adminEmail, password, role: 'admin' },
+    );
   } finally {
     await storage.close();
   }
