@@ -17,6 +17,7 @@ import { createPgStorage, migratePg, openPgDatabase } from '../../db/pg/storage'
 import { createStore } from '../../domain/store';
 import { registerAccount } from '../../handlers/accounts';
 import { loadConfig } from '../../server/config';
+import { createPasswordHashing } from '../../server/passwords';
 import { freePort, num } from '../bench/common';
 import { eventually, startServer, type ServerProcess } from '../server-process';
 
@@ -110,7 +111,10 @@ async function main(): Promise<void> {
     const db = openPgDatabase(databaseUrl, 2);
     await migratePg(db);
     const storage = createPgStorage(db);
-    await registerAccount(createStore(storage), { email: adminEmail, password, role: 'admin' });
+    await registerAccount(
+      { repos: createStore(storage), passwords: createPasswordHashing({ concurrency: 1, queue: 0 }) },
+      { email: adminEmail, password, role: 'admin' },
+    );
     await storage.close();
 
     const ports = [await freePort(), await freePort()];
