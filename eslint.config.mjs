@@ -6,7 +6,7 @@ import tseslint from 'typescript-eslint';
 
 export default tseslint.config(
   // generated/ and client/openapi.ts are written by `npm run generate` and checked by `generate:check`.
-  { ignores: ['node_modules/', 'generated/', 'client/openapi.ts', 'data/', 'coverage/', 'dist/'] },
+  { ignores: ['node_modules/', 'generated/', 'client/openapi.ts', 'data/', 'coverage/', 'dist/', 'client/dist/', 'contract/dist/'] },
   js.configs.recommended,
   tseslint.configs.recommendedTypeChecked,
   {

@@ -37,6 +37,11 @@ export function coverage(run: Run): CoverageRow[] {
 export function reason(run: Run, op: Operation, status: string): string | undefined {
   if (status === '429') return run.o.rateLimitedClient || run.spentRateLimit ? undefined : (run.rateLimitNote ?? run.o.rateLimitReason);
   if (status === '410' && op.deprecated) return "answered only after the operation's x-deprecated-sunset";
+  // Framing answers (openapi.yaml, "Order of checks"): the HTTP server's, before routing.
+  if (status === '408') return 'answered by the HTTP server to a request that stalls past its timeout; the suite sends whole requests';
+  if (status === '431') return 'answered by the HTTP server to headers over 16 KiB; the suite sends small headers';
+  if (status === '413' && !op.body)
+    return 'answered before routing to a declared Content-Length over the limit; this operation takes no body';
   if (status === '503') return 'needs the database to be unreachable; the suite does not inject faults';
   if (status.startsWith('5')) return "needs a fault on the service's side; the suite does not inject faults";
   if (op.role && !run.admin && status !== '401' && status !== '403') return `needs a key with the ${op.role} role (--admin-key)`;

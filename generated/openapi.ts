@@ -279,7 +279,8 @@ export interface paths {
          *     in this response only; the service keeps just its SHA-256 hash. The
          *     body is optional. An account holds at most 20 active keys by default
          *     (neither revoked nor expired); past that, 409 `api_key_limit_reached`:
-         *     revoke one first.
+         *     revoke one first. An `expiresAt` that is not in the future is 400
+         *     `validation_failed`.
          */
         post: operations["createApiKey"];
         delete?: never;
@@ -553,7 +554,7 @@ export interface components {
         NewAccount: {
             /**
              * Format: email
-             * @description Unique ignoring case.
+             * @description Unique ignoring case. Narrower than what `format: email` allows, as `pattern` says: a dot-atom local part (letters, digits and ``!#$%&'*+/=?^_`{|}~-``, dots between them), `@`, and a domain name of at least two labels (letters, digits and inner hyphens). So no quoted local part (`"a b"@example.com`), no IP literal, no single-label domain (`a@localhost`, `0@com`), and no `:`, which HTTP Basic would read as the end of the email. Anything else is 400 `validation_failed`.
              */
             email: string;
             /** @description Stored only as a one-way hash (argon2id, in a string naming its parameters); a hash an earlier release made is replaced with a current one at the next successful `POST /api-keys`. */
@@ -581,7 +582,7 @@ export interface components {
             name?: string;
             /**
              * Format: date-time
-             * @description When the key stops working; it never expires when omitted. Must be in the future.
+             * @description When the key stops working; it never expires when omitted. Must be later than the instant the service receives the request: a time now or in the past is 400 `validation_failed` (`request/body/expiresAt must be in the future`), the one rule of this body that the schema cannot state, as JSON Schema has no bound relative to now.
              */
             expiresAt?: string;
         };
@@ -704,7 +705,11 @@ export interface components {
          * @description The request is not valid: `invalid_json` (the body is not JSON),
          *     `invalid_content_type` (a body without `Content-Type:
          *     application/json`), or `validation_failed` (a parameter or field
-         *     breaks the schema; the message names it).
+         *     breaks the schema; the message names it). `bad_request` when the HTTP
+         *     server refused the request itself (a malformed request line or header,
+         *     a control character in a header value) before routing; that answer
+         *     carries only `X-Request-Id` and `X-Content-Type-Options` of the
+         *     headers below, and the connection is closed.
          */
         BadRequest: {
             headers: {
@@ -881,7 +886,7 @@ export interface components {
                 "application/json": components["schemas"]["Error"];
             };
         };
-        /** @description `payload_too_large`: the request body is over 64 KiB. */
+        /** @description `payload_too_large`: the request body is over 64 KiB. A declared `Content-Length` over it is refused before routing, on any operation, whether or not it takes a body; the connection is closed. */
         PayloadTooLarge: {
             headers: {
                 "RateLimit-Policy": components["headers"]["RateLimitPolicy"];
@@ -897,6 +902,42 @@ export interface components {
                  *       "code": "payload_too_large",
                  *       "message": "The request body is larger than 65536 bytes",
                  *       "status": 413
+                 *     }
+                 */
+                "application/json": components["schemas"]["Error"];
+            };
+        };
+        /** @description `request_timeout`: the request's headers or body did not arrive in time. Answered by the HTTP server before routing (the first check of "Order of checks"), so any operation may get it; the connection is closed. No `RateLimit` or `Cache-Control` header: nothing past the framing ran. */
+        RequestTimeout: {
+            headers: {
+                "X-Request-Id": components["headers"]["XRequestId"];
+                "X-Content-Type-Options": components["headers"]["XContentTypeOptions"];
+                [name: string]: unknown;
+            };
+            content: {
+                /**
+                 * @example {
+                 *       "code": "request_timeout",
+                 *       "message": "The request did not arrive in time",
+                 *       "status": 408
+                 *     }
+                 */
+                "application/json": components["schemas"]["Error"];
+            };
+        };
+        /** @description `headers_too_large`: the request line and headers together are over 16 KiB. Answered by the HTTP server before routing (the first check of "Order of checks"), so any operation may get it; the connection is closed. No `RateLimit` or `Cache-Control` header: nothing past the framing ran. */
+        HeadersTooLarge: {
+            headers: {
+                "X-Request-Id": components["headers"]["XRequestId"];
+                "X-Content-Type-Options": components["headers"]["XContentTypeOptions"];
+                [name: string]: unknown;
+            };
+            content: {
+                /**
+                 * @example {
+                 *       "code": "headers_too_large",
+                 *       "message": "The request headers are too large",
+                 *       "status": 431
                  *     }
                  */
                 "application/json": components["schemas"]["Error"];
@@ -1084,7 +1125,7 @@ export interface components {
         OrderId: components["schemas"]["Id"];
         /** @description Page size, 1 to 100. */
         Limit: number;
-        /** @description Opaque position taken from the previous page's `Link: <...>; rel="next"`. Do not build it yourself. */
+        /** @description Opaque position taken from the previous page's `Link: <...>; rel="next"`. Do not build it yourself. A value this schema allows that the service did not issue (made up, altered, or from another version of the service) is not refused: it reads as a position past the last record, so the answer is 200 with an empty page and no `Link`. A value outside the schema is 400 `validation_failed`. */
         Cursor: string;
         /**
          * @description Any unique string of 1 to 255 printable ASCII characters (a UUID is
@@ -1162,7 +1203,7 @@ export interface operations {
                 ids?: components["schemas"]["Id"][];
                 /** @description Page size, 1 to 100. */
                 limit?: components["parameters"]["Limit"];
-                /** @description Opaque position taken from the previous page's `Link: <...>; rel="next"`. Do not build it yourself. */
+                /** @description Opaque position taken from the previous page's `Link: <...>; rel="next"`. Do not build it yourself. A value this schema allows that the service did not issue (made up, altered, or from another version of the service) is not refused: it reads as a position past the last record, so the answer is 200 with an empty page and no `Link`. A value outside the schema is 400 `validation_failed`. */
                 cursor?: components["parameters"]["Cursor"];
             };
             header?: never;
@@ -1198,7 +1239,10 @@ export interface operations {
             };
             400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
+            408: components["responses"]["RequestTimeout"];
+            413: components["responses"]["PayloadTooLarge"];
             429: components["responses"]["TooManyRequests"];
+            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
             503: components["responses"]["Unavailable"];
         };
@@ -1230,9 +1274,11 @@ export interface operations {
             400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
+            408: components["responses"]["RequestTimeout"];
             413: components["responses"]["PayloadTooLarge"];
             422: components["responses"]["CategoryNotFound"];
             429: components["responses"]["TooManyRequests"];
+            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
             503: components["responses"]["Unavailable"];
         };
@@ -1269,8 +1315,11 @@ export interface operations {
             400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
             404: components["responses"]["NotFound"];
+            408: components["responses"]["RequestTimeout"];
             410: components["responses"]["Gone"];
+            413: components["responses"]["PayloadTooLarge"];
             429: components["responses"]["TooManyRequests"];
+            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
             503: components["responses"]["Unavailable"];
         };
@@ -1305,9 +1354,11 @@ export interface operations {
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
+            408: components["responses"]["RequestTimeout"];
             413: components["responses"]["PayloadTooLarge"];
             422: components["responses"]["CategoryNotFound"];
             429: components["responses"]["TooManyRequests"];
+            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
             503: components["responses"]["Unavailable"];
         };
@@ -1340,8 +1391,11 @@ export interface operations {
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
+            408: components["responses"]["RequestTimeout"];
             409: components["responses"]["Conflict"];
+            413: components["responses"]["PayloadTooLarge"];
             429: components["responses"]["TooManyRequests"];
+            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
             503: components["responses"]["Unavailable"];
         };
@@ -1351,7 +1405,7 @@ export interface operations {
             query?: {
                 /** @description Page size, 1 to 100. */
                 limit?: components["parameters"]["Limit"];
-                /** @description Opaque position taken from the previous page's `Link: <...>; rel="next"`. Do not build it yourself. */
+                /** @description Opaque position taken from the previous page's `Link: <...>; rel="next"`. Do not build it yourself. A value this schema allows that the service did not issue (made up, altered, or from another version of the service) is not refused: it reads as a position past the last record, so the answer is 200 with an empty page and no `Link`. A value outside the schema is 400 `validation_failed`. */
                 cursor?: components["parameters"]["Cursor"];
             };
             header?: never;
@@ -1377,7 +1431,10 @@ export interface operations {
             };
             400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
+            408: components["responses"]["RequestTimeout"];
+            413: components["responses"]["PayloadTooLarge"];
             429: components["responses"]["TooManyRequests"];
+            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
             503: components["responses"]["Unavailable"];
         };
@@ -1409,9 +1466,11 @@ export interface operations {
             400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
+            408: components["responses"]["RequestTimeout"];
             409: components["responses"]["Conflict"];
             413: components["responses"]["PayloadTooLarge"];
             429: components["responses"]["TooManyRequests"];
+            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
             503: components["responses"]["Unavailable"];
         };
@@ -1445,7 +1504,10 @@ export interface operations {
             400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
             404: components["responses"]["NotFound"];
+            408: components["responses"]["RequestTimeout"];
+            413: components["responses"]["PayloadTooLarge"];
             429: components["responses"]["TooManyRequests"];
+            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
             503: components["responses"]["Unavailable"];
         };
@@ -1480,9 +1542,11 @@ export interface operations {
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
+            408: components["responses"]["RequestTimeout"];
             409: components["responses"]["Conflict"];
             413: components["responses"]["PayloadTooLarge"];
             429: components["responses"]["TooManyRequests"];
+            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
             503: components["responses"]["Unavailable"];
         };
@@ -1515,8 +1579,11 @@ export interface operations {
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
+            408: components["responses"]["RequestTimeout"];
             409: components["responses"]["Conflict"];
+            413: components["responses"]["PayloadTooLarge"];
             429: components["responses"]["TooManyRequests"];
+            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
             503: components["responses"]["Unavailable"];
         };
@@ -1528,7 +1595,7 @@ export interface operations {
                 status?: components["schemas"]["PetStatus"];
                 /** @description Page size, 1 to 100. */
                 limit?: components["parameters"]["Limit"];
-                /** @description Opaque position taken from the previous page's `Link: <...>; rel="next"`. Do not build it yourself. */
+                /** @description Opaque position taken from the previous page's `Link: <...>; rel="next"`. Do not build it yourself. A value this schema allows that the service did not issue (made up, altered, or from another version of the service) is not refused: it reads as a position past the last record, so the answer is 200 with an empty page and no `Link`. A value outside the schema is 400 `validation_failed`. */
                 cursor?: components["parameters"]["Cursor"];
             };
             header?: never;
@@ -1554,7 +1621,10 @@ export interface operations {
             };
             400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
+            408: components["responses"]["RequestTimeout"];
+            413: components["responses"]["PayloadTooLarge"];
             429: components["responses"]["TooManyRequests"];
+            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
             503: components["responses"]["Unavailable"];
         };
@@ -1588,7 +1658,10 @@ export interface operations {
             400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
             404: components["responses"]["NotFound"];
+            408: components["responses"]["RequestTimeout"];
+            413: components["responses"]["PayloadTooLarge"];
             429: components["responses"]["TooManyRequests"];
+            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
             503: components["responses"]["Unavailable"];
         };
@@ -1632,8 +1705,10 @@ export interface operations {
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
+            408: components["responses"]["RequestTimeout"];
             413: components["responses"]["PayloadTooLarge"];
             429: components["responses"]["TooManyRequests"];
+            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
             503: components["responses"]["Unavailable"];
         };
@@ -1645,7 +1720,7 @@ export interface operations {
                 complete?: boolean;
                 /** @description Page size, 1 to 100. */
                 limit?: components["parameters"]["Limit"];
-                /** @description Opaque position taken from the previous page's `Link: <...>; rel="next"`. Do not build it yourself. */
+                /** @description Opaque position taken from the previous page's `Link: <...>; rel="next"`. Do not build it yourself. A value this schema allows that the service did not issue (made up, altered, or from another version of the service) is not refused: it reads as a position past the last record, so the answer is 200 with an empty page and no `Link`. A value outside the schema is 400 `validation_failed`. */
                 cursor?: components["parameters"]["Cursor"];
             };
             header?: never;
@@ -1671,7 +1746,10 @@ export interface operations {
             };
             400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
+            408: components["responses"]["RequestTimeout"];
+            413: components["responses"]["PayloadTooLarge"];
             429: components["responses"]["TooManyRequests"];
+            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
             503: components["responses"]["Unavailable"];
         };
@@ -1727,10 +1805,12 @@ export interface operations {
             };
             400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
+            408: components["responses"]["RequestTimeout"];
             409: components["responses"]["OrderConflict"];
             413: components["responses"]["PayloadTooLarge"];
             422: components["responses"]["PetNotFound"];
             429: components["responses"]["TooManyRequests"];
+            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
             503: components["responses"]["Unavailable"];
         };
@@ -1764,7 +1844,10 @@ export interface operations {
             400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
             404: components["responses"]["NotFound"];
+            408: components["responses"]["RequestTimeout"];
+            413: components["responses"]["PayloadTooLarge"];
             429: components["responses"]["TooManyRequests"];
+            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
             503: components["responses"]["Unavailable"];
         };
@@ -1796,8 +1879,11 @@ export interface operations {
             400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
             404: components["responses"]["NotFound"];
+            408: components["responses"]["RequestTimeout"];
             409: components["responses"]["Conflict"];
+            413: components["responses"]["PayloadTooLarge"];
             429: components["responses"]["TooManyRequests"];
+            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
             503: components["responses"]["Unavailable"];
         };
@@ -1841,8 +1927,10 @@ export interface operations {
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
+            408: components["responses"]["RequestTimeout"];
             413: components["responses"]["PayloadTooLarge"];
             429: components["responses"]["TooManyRequests"];
+            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
             503: components["responses"]["Unavailable"];
         };
@@ -1880,9 +1968,11 @@ export interface operations {
                 };
             };
             400: components["responses"]["BadRequest"];
+            408: components["responses"]["RequestTimeout"];
             409: components["responses"]["Conflict"];
             413: components["responses"]["PayloadTooLarge"];
             429: components["responses"]["TooManyRequests"];
+            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
             503: components["responses"]["Unavailable"];
         };
@@ -1892,7 +1982,7 @@ export interface operations {
             query?: {
                 /** @description Page size, 1 to 100. */
                 limit?: components["parameters"]["Limit"];
-                /** @description Opaque position taken from the previous page's `Link: <...>; rel="next"`. Do not build it yourself. */
+                /** @description Opaque position taken from the previous page's `Link: <...>; rel="next"`. Do not build it yourself. A value this schema allows that the service did not issue (made up, altered, or from another version of the service) is not refused: it reads as a position past the last record, so the answer is 200 with an empty page and no `Link`. A value outside the schema is 400 `validation_failed`. */
                 cursor?: components["parameters"]["Cursor"];
             };
             header?: never;
@@ -1918,7 +2008,10 @@ export interface operations {
             };
             400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
+            408: components["responses"]["RequestTimeout"];
+            413: components["responses"]["PayloadTooLarge"];
             429: components["responses"]["TooManyRequests"];
+            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
             503: components["responses"]["Unavailable"];
         };
@@ -1958,9 +2051,11 @@ export interface operations {
             };
             400: components["responses"]["BadRequest"];
             401: components["responses"]["BasicUnauthorized"];
+            408: components["responses"]["RequestTimeout"];
             409: components["responses"]["ApiKeyLimitReached"];
             413: components["responses"]["PayloadTooLarge"];
             429: components["responses"]["TooManyRequests"];
+            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
             503: components["responses"]["Unavailable"];
         };
@@ -1992,7 +2087,10 @@ export interface operations {
             400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
             404: components["responses"]["NotFound"];
+            408: components["responses"]["RequestTimeout"];
+            413: components["responses"]["PayloadTooLarge"];
             429: components["responses"]["TooManyRequests"];
+            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
             503: components["responses"]["Unavailable"];
         };
@@ -2040,8 +2138,10 @@ export interface operations {
             };
             400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
+            408: components["responses"]["RequestTimeout"];
             413: components["responses"]["PayloadTooLarge"];
             429: components["responses"]["MessageQueueFull"];
+            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
             503: components["responses"]["Unavailable"];
         };
@@ -2075,7 +2175,10 @@ export interface operations {
             400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
             404: components["responses"]["NotFound"];
+            408: components["responses"]["RequestTimeout"];
+            413: components["responses"]["PayloadTooLarge"];
             429: components["responses"]["TooManyRequests"];
+            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
             503: components["responses"]["Unavailable"];
         };
@@ -2101,6 +2204,9 @@ export interface operations {
                 };
             };
             400: components["responses"]["BadRequest"];
+            408: components["responses"]["RequestTimeout"];
+            413: components["responses"]["PayloadTooLarge"];
+            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
             503: components["responses"]["Unavailable"];
         };
@@ -2126,6 +2232,9 @@ export interface operations {
                 };
             };
             400: components["responses"]["BadRequest"];
+            408: components["responses"]["RequestTimeout"];
+            413: components["responses"]["PayloadTooLarge"];
+            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
             503: components["responses"]["Unavailable"];
         };

@@ -1,8 +1,9 @@
-// npm run account:create -- --email E [--password P] [--admin]
+// npm run account:create -- --email E [--password P] [--admin] [--exists-ok]
 // The only way to make an admin. Uses DATABASE_URL or DATABASE_PATH like the service. Without
 // --password the password is read from a prompt that does not echo it (on a terminal)
 // or from the first line of stdin (piped), so it need not appear in the shell history
-// or the process list.
+// or the process list. --exists-ok makes a script that runs it again succeed: an account
+// already there with that email and role is left as it is (its password is not changed).
 import { createInterface } from 'node:readline';
 import { parseArgs } from 'node:util';
 import { prepareStorage } from '../db/open';
@@ -12,8 +13,9 @@ import { registerAccount } from '../handlers/accounts';
 import { createPasswordHashing } from '../server/passwords';
 
 const usage =
-  'Usage: npm run account:create -- --email EMAIL [--password PASSWORD] [--admin]\n' +
-  'The password (8+ characters) is asked for, or read from stdin, when --password is not given.';
+  'Usage: npm run account:create -- --email EMAIL [--password PASSWORD] [--admin] [--exists-ok]\n' +
+  'The password (8+ characters) is asked for, or read from stdin, when --password is not given.\n' +
+  '--exists-ok: an account with this email and role already there is success, left unchanged.';
 
 /** A prompt that echoes nothing of what is typed. */
 function promptHidden(question: string): Promise<string> {
@@ -56,6 +58,7 @@ async function main(): Promise<void> {
       email: { type: 'string' },
       password: { type: 'string' },
       admin: { type: 'boolean', default: false },
+      'exists-ok': { type: 'boolean', default: false },
     },
   });
   if (!values.email) {
@@ -72,10 +75,17 @@ async function main(): Promise<void> {
   const { storage } = await prepareStorage({ ...config, seedDemoData: false });
   const role = values.admin ? 'admin' : 'customer';
   const passwords = createPasswordHashing(config.passwordHashing);
-  const account = await registerAccount({ repos: createStore(storage), passwords }, { email: values.email, password, role });
+  const store = createStore(storage);
+  const account = await registerAccount({ repos: store, passwords }, { email: values.email, password, role });
+  const existing = account ? null : await store.accounts.findByEmail(values.email);
   await storage.close();
   if (!account) {
-    console.error(`An account with the email ${values.email} already exists.`);
+    if (values['exists-ok'] && existing?.role === role) {
+      console.log(`The ${role} account ${existing.id} <${existing.email}> is already there; left unchanged (its password too).`);
+      return;
+    }
+    const already = existing ? ` (${existing.role})` : '';
+    console.error(`An account with the email ${values.email} already exists${already}.`);
     process.exit(1);
   }
   console.log(

@@ -12,8 +12,10 @@
 //
 // A break that restores the interface we were given is not a break to refuse: each such
 // correction is an entry of docs/interface-corrections.yaml, and only the exact change it
-// names (one schema's `required` list, from `was` to `now`) is accepted, and only by the
-// change that adds the entry (an entry the file already held at <ref> accepts nothing).
+// names (one schema's `required` list, or one property's `pattern`, from `was` to `now`)
+// is accepted, and only by the change that adds the entry (an entry the file already held
+// at <ref> accepts nothing). A pattern entry writes down a rule the service already
+// applied, so no request it accepted before is refused.
 import { execFileSync } from 'node:child_process';
 import { existsSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
@@ -29,17 +31,29 @@ type Document = Record<string, unknown>;
 /** Where the accepted corrections are listed, relative to the repository. */
 export const correctionsFile = 'docs/interface-corrections.yaml';
 
-const Correction = z.strictObject({
+const correctionBase = {
   /** A schema of `components.schemas`. */
   schema: z.string().min(1),
   /** The text of the break it accepts, as the check names it (`cannot make required response property`). */
   rule: z.string().min(1),
-  /** The schema's `required` list before the correction and after it (the interface's). */
-  required: z.strictObject({ was: z.array(z.string()), now: z.array(z.string()) }),
   why: z.string().min(1),
-  /** What the interface states, which the correction restores. */
+  /** What the interface states, which the correction restores (or that it does not speak of the schema). */
   interface: z.string().min(1),
-});
+};
+const Correction = z.union([
+  z.strictObject({
+    ...correctionBase,
+    /** The schema's `required` list before the correction and after it (the interface's). */
+    required: z.strictObject({ was: z.array(z.string()), now: z.array(z.string()) }),
+  }),
+  z.strictObject({
+    ...correctionBase,
+    /** A property of the schema whose `pattern` the correction sets. */
+    property: z.string().min(1),
+    /** Its pattern before (null: none) and after: a rule the service already applied, written down. */
+    pattern: z.strictObject({ was: z.string().nullable(), now: z.string().min(1) }),
+  }),
+]);
 export type Correction = z.infer<typeof Correction>;
 
 /** The entries of a docs/interface-corrections.yaml, checked; none when there is no file. */
@@ -49,12 +63,17 @@ export function parseCorrections(text: string | undefined): Correction[] {
 
 /** The entries of `now` that `was` does not hold: the corrections a change adds. */
 export function addedCorrections(was: readonly Correction[], now: readonly Correction[]): Correction[] {
-  const key = (c: Correction) => JSON.stringify([c.schema, c.rule, [...c.required.was].sort(), [...c.required.now].sort()]);
+  const key = (c: Correction) =>
+    JSON.stringify(
+      'required' in c
+        ? [c.schema, c.rule, [...c.required.was].sort(), [...c.required.now].sort()]
+        : [c.schema, c.rule, c.property, c.pattern.was, c.pattern.now],
+    );
   const old = new Set(was.map(key));
   return now.filter((c) => !old.has(key(c)));
 }
 
-type Schema = { required?: string[] };
+type Schema = { required?: string[]; properties?: Record<string, { pattern?: string }> };
 const schemaOf = (doc: Document, name: string): Schema | undefined =>
   (doc.components as { schemas?: Record<string, Schema> } | undefined)?.schemas?.[name];
 const sameSet = (a: readonly string[], b: readonly string[]) =>
@@ -72,9 +91,16 @@ function corrected(before: Document, after: Document, corrections: readonly Corr
   for (const c of corrections) {
     const was = schemaOf(base, c.schema);
     const now = schemaOf(after, c.schema);
-    if (!was || !now || !sameSet(was.required ?? [], c.required.was) || !sameSet(now.required ?? [], c.required.now)) continue;
-    if (c.required.now.length > 0) was.required = [...c.required.now];
-    else delete was.required;
+    if (!was || !now) continue;
+    if ('required' in c) {
+      if (!sameSet(was.required ?? [], c.required.was) || !sameSet(now.required ?? [], c.required.now)) continue;
+      if (c.required.now.length > 0) was.required = [...c.required.now];
+      else delete was.required;
+    } else {
+      const property = was.properties?.[c.property];
+      if (!property || (property.pattern ?? null) !== c.pattern.was || now.properties?.[c.property]?.pattern !== c.pattern.now) continue;
+      property.pattern = c.pattern.now;
+    }
     applied.push(c);
   }
   return { base, applied };
@@ -117,8 +143,12 @@ export async function breakingChanges(
   if (applied.length === 0) return { ...(await compare(before, after)), accepted: [] };
   const [plain, fixed] = await Promise.all([compare(before, after), compare(base, after)]);
   const gone = plain.breaks.filter((line) => !fixed.breaks.includes(line));
-  const dropped = (c: Correction) => c.required.was.filter((name) => !c.required.now.includes(name));
-  const accepts = (line: string) => applied.some((c) => line.includes(c.rule) && dropped(c).some((name) => line.includes(`'${name}'`)));
+  const accepts = (line: string) =>
+    applied.some((c) =>
+      'required' in c
+        ? line.includes(c.rule) && c.required.was.some((name) => !c.required.now.includes(name) && line.includes(`'${name}'`))
+        : line.includes(` ${c.property}: ${c.rule}`),
+    );
   return { breaks: [...fixed.breaks, ...gone.filter((line) => !accepts(line))], notes: fixed.notes, accepted: gone.filter(accepts) };
 }
 

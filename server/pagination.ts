@@ -1,18 +1,24 @@
 // Keyset pagination: a cursor is the last id of the previous page, wrapped so clients
 // treat it as opaque. A page costs one index range scan however deep it is.
-import { ApiError, validationFailed } from './errors';
+import { ApiError } from './errors';
 
 const version = 'v1';
+/** Ids are at most 2^53-1 (openapi.yaml, components.schemas.Id): no row is after this one. */
+const pastEveryId = Number.MAX_SAFE_INTEGER;
 
 export const encodeCursor = (lastId: number) => Buffer.from(`${version}:${lastId}`).toString('base64url');
 
-/** The id after which the page starts (0 for the first page). */
+/**
+ * The id after which the page starts (0 for the first page). A cursor this service did not
+ * issue, but that the schema allows, reads as past the last id: an empty page with no next
+ * one (openapi.yaml, components.parameters.Cursor). Not a 400: only the server can tell its
+ * own cursors, and a request the schema allows is not refused for its input.
+ */
 function decodeCursor(cursor: string | undefined): number {
   if (cursor === undefined) return 0;
   const match = new RegExp(`^${version}:(\\d{1,16})$`).exec(Buffer.from(cursor, 'base64url').toString('utf8'));
   const id = match?.[1] ? Number(match[1]) : NaN;
-  if (!Number.isSafeInteger(id)) throw validationFailed('request/query/cursor is not a cursor this service issued');
-  return id;
+  return Number.isSafeInteger(id) ? id : pastEveryId;
 }
 
 interface PageRequest {

@@ -1,5 +1,9 @@
 // docs/decisions.md, Who may do what: accounts, keys and the exact 401 rules.
+import { readFileSync } from 'node:fs';
+import { join } from 'node:path';
 import request from 'supertest';
+import { parse } from 'yaml';
+import { repoRoot } from '../scripts/server-process';
 import { customer, expectError, keyFor, password, setupApp, uniqueEmail } from './helpers';
 
 describe('POST /accounts', () => {
@@ -26,6 +30,34 @@ describe('POST /accounts', () => {
   it('refuses a malformed email and a short password', async () => {
     expectError(await request(t.app).post('/accounts').send({ email: 'not-an-email', password }), 400, 'validation_failed');
     expectError(await request(t.app).post('/accounts').send({ email: uniqueEmail(), password: 'short' }), 400, 'validation_failed');
+  });
+
+  it("takes exactly the emails NewAccount.email's pattern in openapi.yaml allows", async () => {
+    type Spec = { components: { schemas: { NewAccount: { properties: { email: { pattern: string } } } } } };
+    const spec = parse(readFileSync(join(repoRoot, 'openapi.yaml'), 'utf8')) as Spec;
+    const pattern = new RegExp(spec.components.schemas.NewAccount.properties.email.pattern, 'u');
+    const n = Date.now().toString(36);
+    const addresses = [
+      `a.b+c-${n}@example.co.uk`,
+      `o'neil{}~${n}@mail-1.example.com`,
+      `UP${n}@EXAMPLE.ORG`,
+      `a${n}@localhost`,
+      `0${n}@com`,
+      `"a b${n}"@example.com`,
+      `a:${n}@example.com`,
+      `a..${n}@example.com`,
+      `.a${n}@example.com`,
+      `a${n}@-x.example.com`,
+      `a${n}@[127.0.0.1]`,
+      `ä${n}@example.com`,
+    ];
+    const answered: Array<{ email: string; status: number }> = [];
+    for (const email of addresses) {
+      const res = await request(t.app).post('/accounts').send({ email, password });
+      answered.push({ email, status: res.status });
+    }
+    expect(answered).toEqual(addresses.map((email) => ({ email, status: pattern.test(email) ? 201 : 400 })));
+    expect(answered.filter((a) => a.status === 201)).toHaveLength(3);
   });
 });
 

@@ -61,13 +61,23 @@ describe("requests Node's parser refuses", () => {
       400,
       'bad_request',
     ],
+    ['a DEL (0x7f) in a header value', 'GET /healthz HTTP/1.1\r\nHost: x\r\nIdempotency-Key: \x7f\r\n\r\n', 400, 'bad_request'],
     ['headers over the limit', `GET /healthz HTTP/1.1\r\nHost: x\r\nX-A: ${'a'.repeat(20_000)}\r\n\r\n`, 431, 'headers_too_large'],
-  ])('answers %s with its status in the Error shape', async (_what, text, status, code) => {
+    ['a 17 KB request line', `GET /pets?x=${'a'.repeat(17_000)} HTTP/1.1\r\nHost: x\r\n\r\n`, 431, 'headers_too_large'],
+  ])('answers %s with its status in the Error shape, traceable and nosniff', async (_what, text, status, code) => {
     const res = parse(await exchange(server.url, text).closed);
     expect(res.status).toBe(status);
     expect(res.headers['content-type']).toMatch(/^application\/json/);
     expect(res.headers['x-content-type-options']).toBe('nosniff');
+    expect(res.headers['x-request-id']).toMatch(/^[0-9a-f-]{36}$/);
     expect(JSON.parse(res.body)).toEqual({ code, message: expect.any(String), status });
+  });
+
+  it('gives each refused request an id of its own, even when it sent one', async () => {
+    const text = `GET /healthz HTTP/1.1\r\nHost: x\r\nX-Request-Id: mine\r\nX-A: ${'a'.repeat(20_000)}\r\n\r\n`;
+    const ids = await Promise.all([1, 2].map(async () => parse(await exchange(server.url, text).closed).headers['x-request-id']));
+    expect(new Set(ids).size).toBe(2);
+    expect(ids).not.toContain('mine');
   });
 });
 
@@ -88,6 +98,8 @@ describe('slow clients and many connections', () => {
   it('answers headers that never finish with 408 in the Error shape and closes the socket', async () => {
     const res = parse(await exchange(server.url, 'GET /healthz HTTP/1.1\r\nHost: x\r\n').closed);
     expect(res.status).toBe(408);
+    expect(res.headers['x-content-type-options']).toBe('nosniff');
+    expect(res.headers['x-request-id']).toMatch(/^[0-9a-f-]{36}$/);
     expect(JSON.parse(res.body)).toEqual({ code: 'request_timeout', message: expect.any(String), status: 408 });
   });
 

@@ -51,6 +51,30 @@ describe('npm run account:create', () => {
     expect(row.hash).toMatch(/^\$argon2id\$v=19\$m=19456,t=2,p=1\$[A-Za-z0-9+/]{22}\$[A-Za-z0-9+/]{43}$/);
   });
 
+  it('refuses an email already there, unless --exists-ok finds it with the same role, and changes nothing', () => {
+    const db = join(dir, 'accounts.db');
+    const hashOf = () => {
+      const file = new Database(db, { readonly: true });
+      const row = file.prepare("select password_hash as hash from accounts where email = 'again@example.com'").get() as { hash: string };
+      file.close();
+      return row.hash;
+    };
+    expect(run(['--email', 'again@example.com', '--admin'], 'a long admin password\n').status).toBe(0);
+    const hash = hashOf();
+    const again = run(['--email', 'again@example.com', '--admin'], 'another long password\n');
+    expect({ status: again.status, stderr: again.stderr }).toEqual({
+      status: 1,
+      stderr: 'An account with the email again@example.com already exists (admin).\n',
+    });
+    const ok = run(['--email', 'again@example.com', '--admin', '--exists-ok'], 'another long password\n');
+    expect({ status: ok.status, stdout: ok.stdout }).toEqual({
+      status: 0,
+      stdout: expect.stringMatching(/^The admin account \d+ <again@example\.com> is already there; left unchanged/),
+    });
+    expect(run(['--email', 'again@example.com', '--exists-ok'], 'another long password\n').status).toBe(1);
+    expect(hashOf()).toBe(hash);
+  });
+
   it('refuses a short password from stdin', () => {
     const result = run(['--email', 'short@example.com'], 'short\n');
     expect(result.status).toBe(2);

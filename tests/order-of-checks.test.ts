@@ -2,7 +2,12 @@
 // framing, route, the per-address limit, authentication, authorisation, input, the store's
 // rules. Each test sends a request that fails two neighbouring checks and expects the
 // earlier one to answer.
+import { connect } from 'node:net';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import request from 'supertest';
+import { startServer, type ServerProcess } from '../scripts/server-process';
 import { admin, customer, expectError, setupApp, type Caller } from './helpers';
 
 const json = { 'Content-Type': 'application/json' };
@@ -20,6 +25,14 @@ describe('the order of checks', () => {
     it('refuses a declared Content-Length over the limit on a path that does not exist with 413', async () => {
       const res = await request(t.app)
         .post('/nowhere')
+        .set(json)
+        .send(`"${'x'.repeat(70 * 1024)}"`);
+      expectError(res, 413, 'payload_too_large');
+    });
+
+    it('and on an operation, without a key, with 413, not 401', async () => {
+      const res = await request(t.app)
+        .post('/messages')
         .set(json)
         .send(`"${'x'.repeat(70 * 1024)}"`);
       expectError(res, 413, 'payload_too_large');
@@ -63,6 +76,32 @@ describe('the order of checks', () => {
     });
   });
 
+  describe('authentication before authorisation', () => {
+    it.each([
+      ['no key', {}],
+      ['a key the service never issued', { Authorization: `Bearer ps_live_${'x'.repeat(43)}` }],
+      ['another scheme', { Authorization: 'Basic YTpi' }],
+    ])('answers %s on an admin operation with 401, not 403', async (_what, headers) => {
+      const res = await request(t.app).post('/categories').set(headers).set(json).send({ name: 'Owls' });
+      expectError(res, 401, 'unauthorized');
+    });
+  });
+
+  describe('authorisation before the per-account limit', () => {
+    const limited = setupApp({ env: { RATE_LIMIT_PER_MINUTE: '2', RATE_LIMIT_PER_ADDRESS_PER_MINUTE: '100000' } });
+    let spent: Caller;
+    beforeAll(async () => {
+      spent = await customer(limited.app);
+      await request(limited.app).get('/pets').set(spent.auth);
+      await request(limited.app).get('/pets').set(spent.auth);
+      expectError(await request(limited.app).get('/pets').set(spent.auth), 429, 'rate_limited');
+    });
+
+    it('answers a customer past its own limit on an admin operation with 403', async () => {
+      expectError(await request(limited.app).post('/categories').set(spent.auth).set(json).send({ name: 'Owls' }), 403, 'forbidden');
+    });
+  });
+
   describe('authorisation before input', () => {
     it.each([
       ['a body that is not JSON', '{"name":'],
@@ -85,6 +124,21 @@ describe('the order of checks', () => {
       const res = await request(t.app).post('/pets').set(boss.auth).set(json).send({ name: 'Rex', categoryId: 999_999 });
       expectError(res, 422, 'category_not_found');
     });
+
+    it('answers a body that breaks the schema for a record that does not exist with 400, not 404', async () => {
+      const res = await request(t.app).put('/categories/999999').set(boss.auth).set(json).send({ name: 'Owls', colour: 'brown' });
+      expectError(res, 400, 'validation_failed');
+      const valid = await request(t.app).put('/categories/999999').set(boss.auth).set(json).send({ name: 'Owls' });
+      expectError(valid, 404, 'not_found');
+    });
+
+    it('answers a duplicate name with an unknown property with 400, not 409', async () => {
+      const name = `Dup ${Date.now()}`;
+      expect((await request(t.app).post('/categories').set(boss.auth).set(json).send({ name })).status).toBe(201);
+      const res = await request(t.app).post('/categories').set(boss.auth).set(json).send({ name, colour: 'brown' });
+      expectError(res, 400, 'validation_failed');
+      expectError(await request(t.app).post('/categories').set(boss.auth).set(json).send({ name }), 409, 'conflict');
+    });
   });
 
   describe('an operation that takes no body', () => {
@@ -92,5 +146,47 @@ describe('the order of checks', () => {
       const res = await request(t.app).get('/pets').set(buyer.auth).set('Content-Type', 'text/plain').send('not json');
       expect(res.status).toBe(200);
     });
+  });
+});
+
+// What Node's parser refuses never reaches routing: the same requests, well formed, would
+// be a 404 (no such path) or a 405 (no such method). A real server, as the parser is its.
+describe('the order of checks: framing, on a real server', () => {
+  const dir = mkdtempSync(join(tmpdir(), 'petstore-order-'));
+  let server: ServerProcess;
+  beforeAll(async () => {
+    server = await startServer({ DATABASE_PATH: join(dir, 'order.db'), SEED_DEMO_DATA: 'false', HEADERS_TIMEOUT_MS: '300' });
+  }, 60_000);
+  afterAll(async () => {
+    await server.stop();
+    rmSync(dir, { recursive: true, force: true });
+  });
+
+  /** Writes `text` on a new connection and resolves with the status and code of what comes back before the close. */
+  const exchange = (text: string) =>
+    new Promise<{ status: number; code: unknown }>((resolve) => {
+      const { hostname, port } = new URL(server.url);
+      const socket = connect({ host: hostname, port: Number(port) });
+      let out = '';
+      socket.on('data', (chunk) => (out += chunk.toString('latin1')));
+      socket.on('error', () => {});
+      socket.on('close', () => {
+        const [head = '', body = ''] = out.split('\r\n\r\n', 2);
+        resolve({ status: Number(head.split(' ')[1]), code: (JSON.parse(body) as { code: unknown }).code });
+      });
+      socket.write(text);
+    });
+
+  it.each([
+    [
+      'headers over 16 KiB to a path that does not exist',
+      `GET /nowhere HTTP/1.1\r\nHost: x\r\nX-A: ${'a'.repeat(20_000)}\r\n\r\n`,
+      431,
+      'headers_too_large',
+    ],
+    ['a DEL in a header on an undeclared method', 'PATCH /pets HTTP/1.1\r\nHost: x\r\nIdempotency-Key: \x7f\r\n\r\n', 400, 'bad_request'],
+    ['headers that never finish, to a path that does not exist', 'GET /nowhere HTTP/1.1\r\nHost: x\r\n', 408, 'request_timeout'],
+  ])('answers %s with its framing status, not the route', async (_what, text, status, code) => {
+    expect(await exchange(text)).toEqual({ status, code });
   });
 });

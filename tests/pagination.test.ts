@@ -110,10 +110,25 @@ describe('pagination', () => {
     expect(orders.rows.map(keyOf)).toEqual(placed);
   });
 
-  it('refuses a cursor that was tampered with, or a limit outside 1..100, with 400', async () => {
-    for (const query of ['cursor=djE6LTE', 'cursor=abc', 'cursor=a.b', 'limit=0', 'limit=101', 'limit=ten']) {
+  it('refuses a cursor outside its schema, or a limit outside 1..100, with 400', async () => {
+    for (const query of ['cursor=a.b', 'cursor=', `cursor=${'a'.repeat(201)}`, 'limit=0', 'limit=101', 'limit=ten']) {
       const res = await request(t.app).get(`/pets?${query}`).set(buyer.auth);
       expect({ query, status: res.status, code: res.body.code }).toEqual({ query, status: 400, code: 'validation_failed' });
+    }
+  });
+
+  it('reads a cursor the schema allows but the service did not issue as past the end: an empty page, no Link', async () => {
+    const issued = (await request(t.app).get('/pets?limit=1').set(buyer.auth)).headers.link;
+    expect(issued).toMatch(/rel="next"/);
+    // v1:-1, not base64url of a cursor at all, v1 past 2^53-1, another version, and 0.
+    for (const cursor of ['djE6LTE', 'abc', 'djE6OTk5OTk5OTk5OTk5OTk5OQ', 'djI6MQ', '0']) {
+      const res = await request(t.app).get(`/pets?cursor=${cursor}`).set(buyer.auth);
+      expect({ cursor, status: res.status, body: res.body, link: res.headers.link }).toEqual({
+        cursor,
+        status: 200,
+        body: [],
+        link: undefined,
+      });
     }
   });
 

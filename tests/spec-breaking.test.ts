@@ -214,11 +214,49 @@ describe('breakingChanges with corrections to the interface', () => {
   });
 });
 
+describe('breakingChanges with a pattern written down', () => {
+  // A made-up entry: NewCategory's `name` given the pattern the service would already apply.
+  const correction: Correction = {
+    schema: 'NewCategory',
+    rule: 'cannot change pattern',
+    property: 'name',
+    pattern: { was: null, now: '^[A-Za-z ]+$' },
+    why: 'a test',
+    interface: 'a test',
+  };
+  const patterned = (pattern: string | undefined) => (d: Doc) => {
+    if (pattern === undefined) delete d.components.schemas.NewCategory.properties.name.pattern;
+    else d.components.schemas.NewCategory.properties.name.pattern = pattern;
+  };
+  const before = changed(patterned(undefined));
+
+  it('accepts exactly the pattern it names on exactly that property, and lists it', async () => {
+    const found = await breakingChanges(before, changed(patterned('^[A-Za-z ]+$')), [correction]);
+    expect(found.breaks).toEqual([]);
+    expect(found.accepted).toEqual(
+      expect.arrayContaining([expect.stringMatching(/^POST \/categories request body name: cannot change pattern/)]),
+    );
+  });
+
+  it('refuses another pattern, or the same pattern on another property', async () => {
+    const other = await breakingChanges(before, changed(patterned('^[a-z]+$')), [correction]);
+    expect(other.accepted).toEqual([]);
+    expect(other.breaks).toEqual(expect.arrayContaining([expect.stringMatching(/request body name: cannot change pattern/)]));
+    const elsewhere = await breakingChanges(before, changed(patterned('^[A-Za-z ]+$')), [{ ...correction, property: 'description' }]);
+    expect(elsewhere.accepted).toEqual([]);
+    expect(elsewhere.breaks).toEqual(expect.arrayContaining([expect.stringMatching(/request body name: cannot change pattern/)]));
+  });
+});
+
 describe(`the corrections committed in ${correctionsFile}`, () => {
   const committed = parseCorrections(readFileSync(join(repoRoot, correctionsFile), 'utf8'));
   // openapi.yaml as it was before the corrections: each entry's `was` list put back.
   const uncorrected = changed((d) => {
-    for (const c of committed) d.components.schemas[c.schema].required = c.required.was;
+    for (const c of committed) {
+      if ('required' in c) d.components.schemas[c.schema].required = c.required.was;
+      else if (c.pattern.was === null) delete d.components.schemas[c.schema].properties[c.property].pattern;
+      else d.components.schemas[c.schema].properties[c.property].pattern = c.pattern.was;
+    }
   });
 
   it('accept the corrections they list, and nothing else: the same change to InventoryItem fails', async () => {

@@ -145,6 +145,38 @@
     };
   }
 
+  // info.description holds the rules that cut across operations (authentication, errors,
+  // the order of checks, limits...): a long read that would push every operation a few
+  // screens down. The operations come first; the rules sit in a closed <details> under the
+  // title, one click away, its summary naming the description's own `## ` sections.
+  function RulesOneClickAway(Original, system) {
+    var h = system.React.createElement;
+    return function (props) {
+      var info = props.info;
+      var description = info && info.get('description');
+      if (typeof description !== 'string' || description.trim() === '') return h(Original, props);
+      var Markdown = props.getComponent('Markdown', true);
+      var sections = (description.match(/^## +(.+)$/gm) || []).map(function (line) {
+        return line.replace(/^## +/, '').trim();
+      });
+      return h(
+        system.React.Fragment,
+        null,
+        h(Original, Object.assign({}, props, { info: info.delete('description') })),
+        h(
+          'details',
+          { className: 'api-rules', id: 'api-rules' },
+          h(
+            'summary',
+            { className: 'api-rules__summary' },
+            'Rules for every operation' + (sections.length > 0 ? ': ' + sections.join(', ') : ''),
+          ),
+          h('div', { className: 'api-rules__body' }, h(Markdown, { source: description })),
+        ),
+      );
+    };
+  }
+
   function PetstoreDocsPlugin() {
     return {
       statePlugins: {
@@ -163,6 +195,7 @@
         },
       },
       wrapComponents: {
+        info: RulesOneClickAway,
         operations: GroupedOperations,
         OperationSummaryPath: OperationMarkers,
       },

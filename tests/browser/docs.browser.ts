@@ -173,6 +173,40 @@ async function main(): Promise<void> {
       assert(csp.includes("script-src 'self'") && !/script-src[^;]*unsafe-inline/.test(csp), `CSP allows more than own scripts: "${csp}"`);
     });
 
+    await check('the operations come first: the first one is on the first screen, the rules folded above it', async () => {
+      const first = page.locator('.opblock').first();
+      const box = await first.boundingBox();
+      assert(box, 'no operation is laid out');
+      assert(box.y + box.height <= 900, `the first operation ends at y=${Math.round(box.y + box.height)}, below the first screen (900 px)`);
+      const rules = page.locator('details#api-rules');
+      assertEqual(await rules.count(), 1, 'folded rules sections');
+      assertEqual(await rules.evaluate((el) => el.hasAttribute('open')), false, 'rules open on arrival');
+      assert(!(await rules.locator('.api-rules__body').isVisible()), 'the rules are visible before a click');
+      const rulesBox = await rules.boundingBox();
+      assert(rulesBox && rulesBox.y < box.y, 'the rules are not above the operations');
+    });
+
+    await check('the rules are one click away, all of info.description, its sections named in the summary', async () => {
+      const description = (spec.info as { description: string }).description;
+      const sections = [...description.matchAll(/^## +(.+)$/gm)].map((m) => (m[1] as string).trim());
+      assert(sections.includes('Order of checks'), `info.description has no "Order of checks" section: ${sections.join(', ')}`);
+      const summary = page.locator('details#api-rules > summary');
+      assertEqual((await summary.innerText()).trim(), `Rules for every operation: ${sections.join(', ')}`, 'summary');
+      await summary.click();
+      const body = page.locator('details#api-rules .api-rules__body');
+      await body.waitFor({ state: 'visible' });
+      const headings = await body.locator('h2').evaluateAll((els) => els.map((el) => el.textContent?.trim()));
+      assertEqual(headings, sections, 'headings shown after the click');
+      // The info block shows it once: not also above the fold.
+      assertEqual(
+        await page.locator('.information-container h2:text-is("Order of checks")').count(),
+        1,
+        '"Order of checks" headings on the page',
+      );
+      await summary.click();
+      await body.waitFor({ state: 'hidden' });
+    });
+
     const tags = spec.tags as Array<{ name: string; 'x-parent'?: string }>;
     const childrenOf = (parent: string) => tags.filter((t) => t['x-parent'] === parent).map((t) => t.name);
 
