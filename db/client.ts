@@ -1,20 +1,28 @@
 // Opens the SQLite file (or :memory:) with the pragmas the service relies on and applies
 // the committed migrations.
-import { closeSync, mkdirSync, openSync } from 'node:fs';
+import { closeSync, existsSync, mkdirSync, openSync } from 'node:fs';
 import { dirname } from 'node:path';
 import Database from 'better-sqlite3';
 import { sql, type Placeholder } from 'drizzle-orm';
 import { drizzle, type BetterSQLite3Database } from 'drizzle-orm/better-sqlite3';
 import { migrate } from 'drizzle-orm/better-sqlite3/migrator';
+import { defaultDatabaseTimeoutMs } from '../domain/storage';
 import { sqliteMigrationsFolder } from './files';
 import * as schema from './schema';
 
 export type Db = BetterSQLite3Database<typeof schema> & { $client: Database.Database };
 
-/** `maxSizeMb`: the file takes no more pages past it; a write that needs one fails with SQLITE_FULL. */
-export function openDatabase(path: string, { maxSizeMb }: { maxSizeMb?: number | undefined } = {}): Db {
+/**
+ * `maxSizeMb`: the file takes no more pages past it; a write that needs one fails with
+ * SQLITE_FULL. `busyTimeoutMs`: how long a statement waits for another connection's lock
+ * before failing with SQLITE_BUSY.
+ */
+export function openDatabase(
+  path: string,
+  { maxSizeMb, busyTimeoutMs = defaultDatabaseTimeoutMs }: { maxSizeMb?: number | undefined; busyTimeoutMs?: number | undefined } = {},
+): Db {
   if (path !== ':memory:') {
-    mkdirSync(dirname(path), { recursive: true, mode: 0o700 });
+    makeFolders(dirname(path));
     // Created owner-only before SQLite opens it: accounts, key hashes and orders are
     // nobody else's business. SQLite gives the -wal and -shm files the database
     // file's mode. 'a' leaves an existing file (and its mode) as it is.
@@ -23,14 +31,30 @@ export function openDatabase(path: string, { maxSizeMb }: { maxSizeMb?: number |
   const sqlite = new Database(path);
   sqlite.pragma('journal_mode = WAL');
   sqlite.pragma('synchronous = NORMAL');
-  // Another process (or connection) holding the write lock makes us wait, not fail.
-  sqlite.pragma('busy_timeout = 5000');
+  // Another process (or connection) holding the write lock makes us wait, not fail, for a
+  // bounded time (DATABASE_TIMEOUT_MS).
+  sqlite.pragma(`busy_timeout = ${Math.trunc(busyTimeoutMs)}`);
   sqlite.pragma('foreign_keys = ON');
   if (maxSizeMb !== undefined) {
     const pageSize = sqlite.pragma('page_size', { simple: true }) as number;
     sqlite.pragma(`max_page_count = ${Math.floor((maxSizeMb * 1024 * 1024) / pageSize)}`);
   }
   return drizzle(sqlite, { schema });
+}
+
+/**
+ * `mkdir -p`, owner-only. Not Node's recursive mkdirSync: where a parent exists but
+ * refuses new entries with ENOENT (under /proc), it tries again forever.
+ */
+function makeFolders(dir: string): void {
+  if (existsSync(dir)) return;
+  const parent = dirname(dir);
+  if (parent !== dir) makeFolders(parent);
+  try {
+    mkdirSync(dir, { mode: 0o700 });
+  } catch (error) {
+    if ((error as NodeJS.ErrnoException).code !== 'EEXIST') throw error;
+  }
 }
 
 /**

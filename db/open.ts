@@ -19,6 +19,8 @@ export interface DatabaseConfig {
   databaseUrl?: string | undefined;
   /** Connections in the PostgreSQL pool (10 when not given). */
   databasePoolSize?: number | undefined;
+  /** The bound on every wait on the database (defaultDatabaseTimeoutMs when not given). */
+  databaseTimeoutMs?: number | undefined;
 }
 
 /**
@@ -40,13 +42,17 @@ const sqliteStorage = (db: Db, service: ServiceOptions | undefined) =>
     service ? { checkpointer: startCheckpointer(db.$client, service.checkpoints), onWriteFailure: service.onWriteFailure } : {},
   );
 
+const sqliteOptions = (config: DatabaseConfig) => ({ maxSizeMb: config.databaseMaxSizeMb, busyTimeoutMs: config.databaseTimeoutMs });
+
 /** Opens the database without touching its schema (a cluster worker, once the primary migrated). */
 export function openStorage(config: DatabaseConfig, service?: ServiceOptions): Storage {
   if (config.databaseUrl) {
     const { createPgStorage, openPgDatabase } = pg();
-    return createPgStorage(openPgDatabase(config.databaseUrl, config.databasePoolSize), { onAvailability: service?.onDatabaseUnreachable });
+    return createPgStorage(openPgDatabase(config.databaseUrl, config.databasePoolSize, config.databaseTimeoutMs), {
+      onAvailability: service?.onDatabaseUnreachable,
+    });
   }
-  return sqliteStorage(openDatabase(config.databasePath, { maxSizeMb: config.databaseMaxSizeMb }), service);
+  return sqliteStorage(openDatabase(config.databasePath, sqliteOptions(config)), service);
 }
 
 /** Migrates, seeds a brand-new database when asked, and returns the open storage. */
@@ -58,7 +64,7 @@ export async function prepareStorage(
   let brandNew: boolean;
   if (config.databaseUrl) {
     const { createPgStorage, migratePg, openPgDatabase } = pg();
-    const db = openPgDatabase(config.databaseUrl, config.databasePoolSize);
+    const db = openPgDatabase(config.databaseUrl, config.databasePoolSize, config.databaseTimeoutMs);
     try {
       ({ brandNew } = await migratePg(db));
     } catch (error) {
@@ -68,7 +74,7 @@ export async function prepareStorage(
     }
     storage = createPgStorage(db, { onAvailability: service?.onDatabaseUnreachable });
   } else {
-    const db = openDatabase(config.databasePath, { maxSizeMb: config.databaseMaxSizeMb });
+    const db = openDatabase(config.databasePath, sqliteOptions(config));
     // Asked before migrating: afterwards every database looks used.
     brandNew = !hasAppliedMigrations(db);
     migrateDatabase(db);

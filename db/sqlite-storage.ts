@@ -31,6 +31,11 @@ const notDurable = (error: unknown) => {
   return typeof code === 'string' && (code === 'SQLITE_FULL' || code.startsWith('SQLITE_IOERR') || code.startsWith('SQLITE_READONLY'));
 };
 
+const busy = (error: unknown) => {
+  const code = (error as { code?: unknown } | null)?.code;
+  return typeof code === 'string' && code.startsWith('SQLITE_BUSY');
+};
+
 /** How long a client refused for want of space is asked to wait before retrying. */
 const retryAfterSeconds = 5;
 
@@ -85,7 +90,8 @@ class Batch {
 /** A second connection to the file that only reads: it sees committed rows, and never waits for a write. */
 function openReader(sqlite: SqliteDatabase): Db {
   const reader = drizzle(new Database(sqlite.name), { schema });
-  reader.$client.pragma('busy_timeout = 5000');
+  // The writing connection's bound (DATABASE_TIMEOUT_MS).
+  reader.$client.pragma(`busy_timeout = ${sqlite.pragma('busy_timeout', { simple: true }) as number}`);
   reader.$client.pragma('query_only = ON');
   return reader;
 }
@@ -157,6 +163,8 @@ export function createSqliteStorage(db: Db, { checkpointer = null, onWriteFailur
   // The last refusal for want of space or on an I/O error, until a readiness check finds room.
   let writeFailure: { error: StorageUnavailable; at: number } | null = null;
   const refusal = (cause: unknown) => {
+    // Another process held the file's write lock past busy_timeout (DATABASE_TIMEOUT_MS).
+    if (busy(cause)) return new StorageUnavailable('unavailable', 'The database is busy; try again later', 1, { cause });
     if (!notDurable(cause)) return cause;
     const error = new StorageUnavailable(
       'storage_unavailable',

@@ -31,6 +31,13 @@ import type {
 
 export type Awaitable<T> = T | Promise<T>;
 
+/**
+ * How long any one wait on the database may take (DATABASE_TIMEOUT_MS): a connection, a
+ * statement, a lock. Past it the call fails as unavailable (503), rather than a request
+ * hanging on a database that does not answer.
+ */
+export const defaultDatabaseTimeoutMs = 3_000;
+
 export interface StoredIdempotency {
   requestHash: string;
   /** The JSON of the first request's Outcome. */

@@ -1,9 +1,10 @@
 // npm run build, also run by npm install (prepare) and before the jest suite, the contract
 // suite and the bench:
 // tsc compiles the service into dist/compiled/ (tsconfig.build.json, incremental, ES module
-// syntax for the bundler), esbuild bundles that JavaScript into the one file `npm start`
-// runs, dist/server/service.js (started by dist/server/main.js, which turns V8's compile
-// cache on first), and the files the service reads at run time are copied beside
+// syntax for the bundler, with source maps), esbuild bundles that JavaScript into the one
+// file `npm start` runs, dist/server/service.js with its source map (started by
+// dist/server/main.js, which turns V8's compile cache and source maps on first), and the
+// files the service reads at run time are copied beside
 // it, afresh so that a deleted one does not linger (db/files.ts, server/spec.ts and
 // server/docs.ts name them from there).
 // Why one bundle: docs/layout.md, "One bundle".
@@ -16,7 +17,7 @@
 // node_modules, patches/ applied (patch-package is run first), so a production install
 // needs no patching of its own (docs/deployment.md).
 import { execFileSync } from 'node:child_process';
-import { cpSync, existsSync, readdirSync, rmSync, statSync, utimesSync, writeFileSync } from 'node:fs';
+import { cpSync, existsSync, readFileSync, readdirSync, rmSync, statSync, utimesSync, writeFileSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import { dirname, join } from 'node:path';
 import process from 'node:process';
@@ -78,6 +79,21 @@ function tools() {
   }
 }
 
+/**
+ * The packages' own source maps are left out: several point at sources they do not ship
+ * (drizzle's name `src/*.ts` beside node_modules), so a stack would name files nobody has.
+ * Their frames name the package's JavaScript in node_modules instead.
+ */
+const ownMapsOnly = {
+  name: 'own-maps-only',
+  setup(build) {
+    build.onLoad({ filter: /[\\/]node_modules[\\/].*\.[cm]?js$/ }, (args) => ({
+      contents: readFileSync(args.path, 'utf8').replace(/^\/\/# sourceMappingURL=.*$/gm, ''),
+      loader: 'js',
+    }));
+  },
+};
+
 const started = new Date();
 if (sources.some((source) => newest(join(root, source)) > builtAt())) {
   const found = tools();
@@ -98,7 +114,7 @@ if (sources.some((source) => newest(join(root, source)) > builtAt())) {
   }
   execFileSync(process.execPath, [tsc, '-b', 'tsconfig.build.json'], { cwd: root, stdio: 'inherit' });
   for (const folder of ['server', 'db', 'generated']) rmSync(join(root, 'dist', folder), { recursive: true, force: true });
-  esbuild.buildSync({
+  await esbuild.build({
     entryPoints: [join(root, 'dist', 'compiled', 'server', 'main.js')],
     outfile: join(root, 'dist', 'server', 'service.js'),
     bundle: true,
@@ -108,14 +124,21 @@ if (sources.some((source) => newest(join(root, source)) > builtAt())) {
     // Loaded from node_modules at run time: a native addon, a package that serves its own
     // files, and OpenTelemetry, which only tracing loads.
     external: ['better-sqlite3', 'pg-native', 'swagger-ui-dist', '@opentelemetry/*'],
+    // service.js.map, through tsc's maps to the TypeScript sources: a stack names
+    // server/app.ts and its line. Only the map is read at run time, not the sources.
+    sourcemap: true,
+    sourcesContent: false,
+    plugins: [ownMapsOnly],
     logLevel: 'warning',
   });
   // The entry `npm start` runs: V8's compile cache first (kept in the system's temporary
   // folder, or NODE_COMPILE_CACHE), so that a start after the first does not compile the
-  // bundle again (docs/performance.md, "Start"), then the bundle.
+  // bundle again (docs/performance.md, "Start"); then source maps, which Node reads for a
+  // file only if they were on when it loaded the file, so here, before the bundle, however
+  // main.js is started (npm start, a process manager, a cluster worker); then the bundle.
   writeFileSync(
     join(root, 'dist', 'server', 'main.js'),
-    "'use strict';\n// Written by scripts/build.mjs: V8's compile cache, then the service.\nrequire('node:module').enableCompileCache();\nrequire('./service.js');\n",
+    "'use strict';\n// Written by scripts/build.mjs: V8's compile cache and source maps, then the service.\nrequire('node:module').enableCompileCache();\nprocess.setSourceMapsEnabled(true);\nrequire('./service.js');\n",
   );
   for (const asset of assets) {
     const target = join(root, 'dist', asset);

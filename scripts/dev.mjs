@@ -1,7 +1,8 @@
 // npm run dev: the contract loop in one command (docs/contract.md). It serves the build, and
 // on every change to openapi.yaml or the sources regenerates (`npm run generate`, when
 // openapi.yaml changed), rebuilds (scripts/build.mjs: nothing when dist/ is up to date) and
-// restarts the service (SIGTERM, then `node dist/server/main.js` again) when the build
+// restarts the service (SIGINT, which drains without SHUTDOWN_DELAY_MS since no balancer
+// watches a developer's service, then `node dist/server/main.js` again) when the build
 // changed. A failed step is reported and the last good build keeps serving. Ctrl-C stops both.
 import { spawn, spawnSync } from 'node:child_process';
 import { statSync, watch } from 'node:fs';
@@ -35,7 +36,7 @@ async function stop() {
   if (!running || running.exitCode !== null || running.signalCode !== null) return;
   stopping = true;
   const exited = new Promise((resolve) => running.once('exit', resolve));
-  running.kill('SIGTERM');
+  running.kill('SIGINT');
   await exited;
   stopping = false;
 }

@@ -35,7 +35,8 @@ export function startServer(env: Record<string, string>, timeoutMs = 30_000, cwd
   // Exactly what `npm start` runs: one node process, so SIGTERM reaches the service itself.
   const child = spawn(process.execPath, ['dist/server/main.js'], {
     cwd,
-    env: { ...process.env, PORT: '0', HOST: '127.0.0.1', LOG_LEVEL: 'info', ...env },
+    // No balancer watches a test's server: it stops without SHUTDOWN_DELAY_MS unless a test asks for it.
+    env: { ...process.env, PORT: '0', HOST: '127.0.0.1', LOG_LEVEL: 'info', SHUTDOWN_DELAY_MS: '0', ...env },
     stdio: ['ignore', 'pipe', 'pipe'],
   });
   let stderr = '';
@@ -69,6 +70,32 @@ export function startServer(env: Record<string, string>, timeoutMs = 30_000, cwd
       resolve({ url: match[1], child, log: () => stderr, stop });
     });
   });
+}
+
+/**
+ * Runs the service as startServer does, for one that should not start: resolves to its
+ * exit code, what it wrote to stderr, and how long it took (SIGKILL past `timeoutMs`).
+ */
+export function runUntilExit(
+  env: Record<string, string>,
+  timeoutMs = 30_000,
+  cwd = repoRoot,
+): Promise<{ code: number | null; stderr: string; ms: number }> {
+  const began = Date.now();
+  const child = spawn(process.execPath, ['dist/server/main.js'], {
+    cwd,
+    env: { ...process.env, PORT: '0', HOST: '127.0.0.1', LOG_LEVEL: 'info', SHUTDOWN_DELAY_MS: '0', ...env },
+    stdio: ['ignore', 'ignore', 'pipe'],
+  });
+  let stderr = '';
+  child.stderr?.on('data', (chunk: Buffer) => (stderr += chunk.toString('utf8')));
+  const timer = setTimeout(() => child.kill('SIGKILL'), timeoutMs);
+  return new Promise((resolve) =>
+    child.once('close', (code) => {
+      clearTimeout(timer);
+      resolve({ code, stderr, ms: Date.now() - began });
+    }),
+  );
 }
 
 /** Polls `check` every 50 ms until it returns a value other than undefined, for at most `ms`. */

@@ -6,13 +6,15 @@
 //
 // SIGTERM/SIGINT are forwarded to every worker; each drains its requests and exits; the
 // primary exits 0 once all have (1 if any did not exit cleanly). A worker that dies on its
-// own is replaced.
+// own is replaced; one that exits before it listens (it could not start) stops them all.
 import cluster, { type Worker } from 'node:cluster';
 import type { Config } from './config';
 import type { Logger } from './log';
-import { prepareStorageWhenReachable } from './startup';
+import { checkListen, prepareStorageWhenReachable } from './startup';
 
 export async function startPrimary(config: Config, log: Logger): Promise<void> {
+  // Said once here, rather than by every worker failing to listen.
+  await checkListen(config);
   const { storage, seeded } = await prepareStorageWhenReachable(config, log);
   if (seeded) log.info({ seeded }, 'New database: loaded the demo catalogue');
   // The primary serves nothing: its connection closes before the workers open theirs.
@@ -22,7 +24,15 @@ export async function startPrimary(config: Config, log: Logger): Promise<void> {
   let failed = false;
   const fork = () => cluster.fork();
 
+  const listened = new WeakSet<Worker>();
+  cluster.on('listening', (worker: Worker) => listened.add(worker));
   cluster.on('exit', (worker: Worker, code, signal) => {
+    // A worker that could not start (it said why in one line) would fail again: stop.
+    if (!stopping && !listened.has(worker)) {
+      failed = true;
+      stop('SIGTERM');
+      return;
+    }
     if (!stopping) {
       log.error({ pid: worker.process.pid, code, signal }, 'Worker died; starting another');
       fork();
@@ -40,7 +50,7 @@ export async function startPrimary(config: Config, log: Logger): Promise<void> {
     stopping = true;
     log.info(`${signal}: asking ${config.webConcurrency} workers to drain`);
     for (const worker of Object.values(cluster.workers ?? {})) worker?.process.kill(signal);
-    if (Object.keys(cluster.workers ?? {}).length === 0) process.exit(0);
+    if (Object.keys(cluster.workers ?? {}).length === 0) process.exit(failed ? 1 : 0);
   };
   process.on('SIGTERM', () => stop('SIGTERM'));
   process.on('SIGINT', () => stop('SIGINT'));

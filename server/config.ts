@@ -3,6 +3,7 @@
 // a setting is written once.
 import { isIP } from 'node:net';
 import * as z from 'zod';
+import { defaultDatabaseTimeoutMs } from '../domain/storage';
 import { defaultBounds } from '../domain/store';
 import { defaultHashConcurrency } from './passwords';
 
@@ -104,6 +105,8 @@ const variables = z.object({
   DATABASE_STARTUP_TIMEOUT_S: int(0, 3_600).default(60),
   // Connections each process keeps to PostgreSQL (docs/deployment.md).
   DATABASE_POOL_SIZE: int(1, 1_000).default(10),
+  // The bound on every wait on the database: connection, statement, lock (README "Configuration").
+  DATABASE_TIMEOUT_MS: int(100, 600_000).default(defaultDatabaseTimeoutMs),
   WEB_CONCURRENCY: int(1, 64).default(1),
   RATE_LIMIT_PER_MINUTE: int(1, 1_000_000).default(600),
   RATE_LIMIT_PER_ADDRESS_PER_MINUTE: int(1, 10_000_000).optional(),
@@ -120,6 +123,9 @@ const variables = z.object({
   VALIDATE_RESPONSES: boolean.default(true),
   SEED_DEMO_DATA: boolean.default(true),
   MESSAGE_DELIVERY_DELAY_MS: int(0, 60_000).default(500),
+  // How long SIGTERM keeps serving after /readyz turns 503: a balancer's checks must see it
+  // first (docs/operations.md, "Stopping").
+  SHUTDOWN_DELAY_MS: int(0, 600_000).default(5_000),
   SHUTDOWN_TIMEOUT_MS: int(0, 600_000).default(10_000),
   // Unset: derived from the file-descriptor limit (server/connections.ts, docs/operations.md).
   MAX_CONNECTIONS: int(1, 10_000_000).optional(),
@@ -168,6 +174,8 @@ const schema = variables
     databaseStartupTimeoutMs: e.DATABASE_STARTUP_TIMEOUT_S * 1000,
     /** Connections in this process's PostgreSQL pool. */
     databasePoolSize: e.DATABASE_POOL_SIZE,
+    /** Any one wait on the database (a connection, a statement, a lock, SQLite's busy wait) ends within this, as a 503. */
+    databaseTimeoutMs: e.DATABASE_TIMEOUT_MS,
     /** Worker processes sharing the port (server/cluster.ts). */
     webConcurrency: e.WEB_CONCURRENCY,
     /** Requests a minute per account, counted after authentication. */
@@ -191,6 +199,8 @@ const schema = variables
     validateResponses: e.VALIDATE_RESPONSES,
     seedDemoData: e.SEED_DEMO_DATA,
     messageDeliveryDelayMs: e.MESSAGE_DELIVERY_DELAY_MS,
+    /** After SIGTERM: answering (with `Connection: close`, /readyz 503) this long before draining. */
+    shutdownDelayMs: e.SHUTDOWN_DELAY_MS,
     shutdownTimeoutMs: e.SHUTDOWN_TIMEOUT_MS,
     /** Open connections at most; unset, what the file-descriptor limit leaves room for. */
     maxConnections: e.MAX_CONNECTIONS,

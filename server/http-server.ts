@@ -2,8 +2,8 @@
 // for what Node's parser refuses before Express sees a request, and a drain that lets
 // keep-alive clients go and waits for the app's work when the service stops.
 import { randomUUID } from 'node:crypto';
-import { createServer, ServerResponse, STATUS_CODES, type RequestListener, type Server } from 'node:http';
-import type { Socket } from 'node:net';
+import { createServer, STATUS_CODES, type IncomingMessage, type RequestListener, type Server, type ServerResponse } from 'node:http';
+import { Server as NetServer, type Socket } from 'node:net';
 import type { Config } from './config';
 import { capConnections, connectionCaps, trustedProxies, type CapsConfig, type ConnectionCounts } from './connections';
 import type { ErrorCode } from './errors';
@@ -27,13 +27,19 @@ export const createLifecycle = (): Lifecycle => ({ draining: false, working: 0, 
 export interface HttpService {
   server: Server;
   /**
-   * Stops taking connections, answers what is in flight with `Connection: close`, closes
-   * idle keep-alive sockets at once and each busy one as its response ends; resolves when
-   * no connection is left and the app's work on every request is done, even where the
-   * client hung up first (or at SHUTDOWN_TIMEOUT_MS, when the connections left are cut and
-   * the work left is not waited for).
+   * Stops the service without failing a request a client sent. At once: readiness turns
+   * 503 and every answer not yet sent carries `Connection: close`, so each keep-alive
+   * connection ends after its next answer, with nothing in flight on it. For `delayMs`
+   * (SHUTDOWN_DELAY_MS) the server goes on listening and answering, so that a balancer
+   * sees the 503 and stops sending. Then it stops listening and closes the connections
+   * idle since an answer sent before the signal (by then past the keep-alive timeout their
+   * clients were told), each busy one as its answer ends; a connection that has not sent
+   * its request yet is read and answered. Resolves when no connection is left and the
+   * app's work on every request is done, even where the client hung up first (or at
+   * SHUTDOWN_TIMEOUT_MS after the delay, when the connections left are cut and the work
+   * left is not waited for).
    */
-  drain(): Promise<void>;
+  drain(delayMs?: number): Promise<void>;
   /** Open and refused connections (server/connections.ts), for the metrics. */
   connections: ConnectionCounts;
   /** For listen(): room for every connection the service may hold to come back at once (the kernel caps it at net.core.somaxconn). */
@@ -58,16 +64,17 @@ function parserError(err: NodeJS.ErrnoException): { status: number; code: ErrorC
 }
 
 /**
- * The responses in flight, for drain(): reused slots, each cleared when its response
- * closes. Not a Set: a Set rebuilt per few dozen requests leaves replaced tables that
- * keep dead responses alive into the old generation (docs/decisions.md, "Draining").
+ * The responses in flight (and the connections open), for drain(): reused slots, each
+ * cleared when its response (connection) closes. Not a Set: a Set rebuilt per few dozen
+ * requests leaves replaced tables that keep dead responses alive into the old generation
+ * (docs/decisions.md, "Draining").
  */
-export class InFlight {
-  private readonly slots: Array<ServerResponse | undefined> = [];
+export class InFlight<T extends object = ServerResponse> {
+  private readonly slots: Array<T | undefined> = [];
   // Slot numbers only: small integers, which hold nothing alive.
   private readonly free: number[] = [];
 
-  add(res: ServerResponse): number {
+  add(res: T): number {
     const slot = this.free.pop() ?? this.slots.length;
     this.slots[slot] = res;
     return slot;
@@ -82,7 +89,7 @@ export class InFlight {
     return this.slots.length - this.free.length;
   }
 
-  *[Symbol.iterator](): IterableIterator<ServerResponse> {
+  *[Symbol.iterator](): IterableIterator<T> {
     for (const res of this.slots) if (res) yield res;
   }
 }
@@ -130,51 +137,77 @@ export function createHttpServer(app: RequestListener, config: ServerLimits, lif
   });
 
   const inFlight = new InFlight();
+  const sockets = new InFlight<Socket>();
+  // Connections whose last answer is out and that have sent nothing since: idle keep-alive
+  // connections. One that has not sent its first request yet is not among them.
+  const answered = new WeakSet<Socket>();
+  // Set once the delay is over and the server no longer listens.
+  let closing = false;
+  const closeIfIdle = (socket: Socket) => {
+    if (answered.has(socket)) socket.destroy();
+  };
+  server.on('connection', (socket: Socket) => {
+    const slot = sockets.add(socket);
+    socket.once('close', () => sockets.delete(slot));
+  });
   // Requests that arrive while draining are told `Connection: close` by the app
   // (server/app.ts); the ones already in flight when it starts, by drain() below.
-  server.on('request', (_req, res: ServerResponse) => {
+  server.on('request', (req: IncomingMessage, res: ServerResponse) => {
     const slot = inFlight.add(res);
+    const { socket } = req;
+    answered.delete(socket);
     res.once('close', () => {
       inFlight.delete(slot);
-      // A keep-alive socket whose response had already started when the drain began:
-      // idle now, so close it rather than wait for its next request or the timeout.
-      if (lifecycle.draining) setImmediate(() => server.closeIdleConnections());
+      answered.add(socket);
+      // A keep-alive connection whose answer had begun before the drain (so it could not
+      // be told `Connection: close`): idle now, and past the delay no balancer sends on it.
+      if (closing) setImmediate(closeIfIdle, socket);
     });
   });
-  // After the listener above, so that it sees every response before the app writes it.
+  // After the listeners above, so that they see every request before the app does.
   server.on('request', app);
 
-  const drain = () =>
+  const drain = (delayMs = 0) =>
     new Promise<void>((resolve) => {
       lifecycle.draining = true;
       clearInterval(reportRefused);
       for (const res of inFlight) if (!res.headersSent) res.setHeader('Connection', 'close');
-      // A response closes when its client hangs up, while its handler may still be awaiting
-      // the database: the server closing is not enough, the app's work must be done too,
-      // or the caller would close the storage under it.
-      let closed = false;
-      let expired = false;
-      const settle = () => {
-        if (!closed || (lifecycle.working > 0 && !expired)) return;
-        clearTimeout(deadline);
-        lifecycle.onIdle = undefined;
-        resolve();
-      };
-      const deadline = setTimeout(() => {
-        log.error({ inFlight: inFlight.size, working: lifecycle.working }, 'Shutdown timed out; closing the remaining connections');
-        expired = true;
-        server.closeAllConnections();
-        // The server may have closed already, with only the app's work left.
-        settle();
-      }, config.shutdownTimeoutMs);
-      deadline.unref();
-      lifecycle.onIdle = settle;
-      server.close(() => {
-        closed = true;
-        settle();
-      });
-      server.closeIdleConnections();
+      // No idle connection is closed during the delay: its client may be sending on it at
+      // this very moment, and would meet the close as a failed request. Its next answer
+      // carries `Connection: close` instead, and Node ends the connection once it is out.
+      setTimeout(() => close(resolve), delayMs);
     });
+
+  const close = (resolve: () => void) => {
+    closing = true;
+    // A response closes when its client hangs up, while its handler may still be awaiting
+    // the database: the server closing is not enough, the app's work must be done too,
+    // or the caller would close the storage under it.
+    let closed = false;
+    let expired = false;
+    const settle = () => {
+      if (!closed || (lifecycle.working > 0 && !expired)) return;
+      clearTimeout(deadline);
+      lifecycle.onIdle = undefined;
+      resolve();
+    };
+    const deadline = setTimeout(() => {
+      log.error({ inFlight: inFlight.size, working: lifecycle.working }, 'Shutdown timed out; closing the remaining connections');
+      expired = true;
+      server.closeAllConnections();
+      // The server may have closed already, with only the app's work left.
+      settle();
+    }, config.shutdownTimeoutMs);
+    deadline.unref();
+    lifecycle.onIdle = settle;
+    // net.Server's close, not http.Server's: that one also closes every connection with
+    // no request in flight, among them those just accepted whose request is still unread.
+    NetServer.prototype.close.call(server, () => {
+      closed = true;
+      settle();
+    });
+    for (const socket of sockets) closeIfIdle(socket);
+  };
 
   return { server, drain, connections, backlog: caps.global };
 }

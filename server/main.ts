@@ -12,7 +12,7 @@ import { startDeliveryWorker, type DeliveryWorker } from './delivery-worker';
 import { createHttpServer, createLifecycle } from './http-server';
 import { createLogger, type Logger } from './log';
 import { createOverloadMonitor } from './overload';
-import { prepareStorageWhenReachable, StartupError } from './startup';
+import { listenOrFail, prepareStorageWhenReachable, StartupError } from './startup';
 
 // prom-client is loaded only when the metrics are on (METRICS_PORT).
 // eslint-disable-next-line @typescript-eslint/no-require-imports -- loaded on demand, as said above
@@ -66,29 +66,26 @@ async function main(): Promise<void> {
   const { server } = http;
   metrics?.connections(http.connections);
 
-  let worker: DeliveryWorker | undefined;
-  server.listen({ port: config.port, host: config.host, backlog: http.backlog }, () => {
-    worker = startDeliveryWorker({ storage, config, log, onDelivered: metrics?.delivered });
-    overload?.start();
-    const address = server.address();
-    const port = typeof address === 'object' && address ? address.port : config.port;
-    log.info(
-      { database: config.databaseUrl ? 'PostgreSQL (DATABASE_URL)' : config.databasePath, node: process.version },
-      `Pet store listening on http://${config.host}:${port}; API reference at http://${config.host}:${port}/docs`,
-    );
-  });
+  await listenOrFail(server, config, http.backlog);
+  const worker: DeliveryWorker = startDeliveryWorker({ storage, config, log, onDelivered: metrics?.delivered });
+  overload?.start();
 
   let stopping = false;
   const stop = async (signal: string, exitCode: number) => {
     if (stopping) return;
     stopping = true;
-    log.info(`${signal}: draining in-flight requests`);
+    // Ctrl-C is a person at a terminal, with no balancer to tell: no delay.
+    const delayMs = signal === 'SIGINT' ? 0 : config.shutdownDelayMs;
+    log.info(
+      { shutdownDelayMs: delayMs },
+      `${signal}: /readyz answers 503; answering with Connection: close for ${delayMs} ms, then draining in-flight requests`,
+    );
     try {
       // No connection left and no handler still at work, even one whose client hung up:
       // only then may the database close.
-      await http.drain();
+      await http.drain(delayMs);
       // The worker writes to the database, so it stops first.
-      await worker?.stop();
+      await worker.stop();
       // The counts of deprecated calls not yet written.
       await deprecatedCalls.close();
       overload?.stop();
@@ -112,6 +109,13 @@ async function main(): Promise<void> {
   };
   process.on('uncaughtException', crash('uncaughtException'));
   process.on('unhandledRejection', crash('unhandledRejection'));
+
+  const address = server.address();
+  const port = typeof address === 'object' && address ? address.port : config.port;
+  log.info(
+    { database: config.databaseUrl ? 'PostgreSQL (DATABASE_URL)' : config.databasePath, node: process.version },
+    `Pet store listening on http://${config.host}:${port}; API reference at http://${config.host}:${port}/docs`,
+  );
 }
 
 async function prepareMigratedStorage(config: Config, log: Logger, service: ServiceOptions) {

@@ -55,6 +55,7 @@ describe('npm run build', () => {
     for (const path of [
       'server/main.js',
       'server/service.js',
+      'server/service.js.map',
       'openapi.yaml',
       'generated/openapi.json',
       'db/checkpoint-worker.cjs',

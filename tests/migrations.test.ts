@@ -4,6 +4,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { createDatabase, migrateDatabase, openDatabase } from '../db/client';
 import { sqliteMigrationsFolder as migrationsFolder } from '../db/files';
+import { defaultDatabaseTimeoutMs } from '../domain/storage';
 
 describe('migrations', () => {
   const dir = mkdtempSync(join(tmpdir(), 'petstore-migrate-'));
@@ -32,7 +33,7 @@ describe('migrations', () => {
     ]);
     expect(sqlite.pragma('journal_mode', { simple: true })).toBe('wal');
     expect(sqlite.pragma('foreign_keys', { simple: true })).toBe(1);
-    expect(sqlite.pragma('busy_timeout', { simple: true })).toBe(5000);
+    expect(sqlite.pragma('busy_timeout', { simple: true })).toBe(defaultDatabaseTimeoutMs);
     sqlite.close();
   });
 

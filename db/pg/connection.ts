@@ -4,13 +4,18 @@
 // StorageUnavailable ('unavailable', 503 with Retry-After); and once a probe of our own
 // finds the server unreachable, every call is refused at once until a probe reaches it
 // again, rather than each request waiting for a connection of its own to fail.
-import { Client, Pool } from 'pg';
+import { Client, Pool, type ClientConfig } from 'pg';
 import { StorageUnavailable } from '../../domain/errors';
+import { defaultDatabaseTimeoutMs } from '../../domain/storage';
 
 /** How long a client is asked to wait before retrying while PostgreSQL is unreachable. */
 export const retryAfterSeconds = 5;
-/** A connection (or a free slot in the pool) not had within this is a failure. */
-export const connectTimeoutMs = 2_000;
+/**
+ * The client's own limit on a statement comes this long after the server's
+ * (statement_timeout), which ends it with an answer and keeps the connection: the
+ * client's is for a server that answers nothing at all, and costs the connection.
+ */
+const clientSlackMs = 1_000;
 /** How often an unreachable server is tried again. */
 const probeEveryMs = 500;
 
@@ -27,6 +32,14 @@ const connectionCodes = new Set([
 // node-postgres and pg-pool say these in words, without a code.
 const connectionMessages =
   /^(Connection terminated|timeout expired|timeout exceeded when trying to connect|Query read timeout|Client has encountered a connection error|Client was closed)/;
+
+/** SQLSTATE 57014: a statement cancelled, here by statement_timeout (a lock or a query that took too long). */
+const isCancelled = (error: unknown): boolean => {
+  for (let e = error, depth = 0; typeof e === 'object' && e !== null && depth < 5; e = (e as { cause?: unknown }).cause, depth++) {
+    if ((e as { code?: unknown }).code === '57014') return true;
+  }
+  return false;
+};
 
 /**
  * Whether `error` (or what it wraps: drizzle wraps the driver's error as its cause) means
@@ -47,15 +60,34 @@ export const unreachable = (cause: unknown) =>
   new StorageUnavailable('unavailable', 'The database is not reachable; try again later', retryAfterSeconds, { cause });
 
 /** A connection-class error as StorageUnavailable; any other error as it is. */
-export const asUnavailable = (error: unknown): unknown =>
-  isConnectionError(error) && !(error instanceof StorageUnavailable) ? unreachable(error) : error;
+export const asUnavailable = (error: unknown): unknown => {
+  if (error instanceof StorageUnavailable) return error;
+  if (isConnectionError(error)) return unreachable(error);
+  if (isCancelled(error))
+    return new StorageUnavailable('unavailable', 'The database did not answer in time; try again later', retryAfterSeconds, {
+      cause: error,
+    });
+  return error;
+};
+
+/**
+ * The bounds every connection gets: one had (or a free slot in the pool) within
+ * `timeoutMs`; a statement, lock waits included, ended by the server past `timeoutMs`
+ * (a startup parameter: a pooler in front must pass it on or ignore it, docs/deployment.md);
+ * and by the client a moment later if the server answers nothing.
+ */
+const bounds = (timeoutMs: number): ClientConfig => ({
+  connectionTimeoutMillis: timeoutMs,
+  statement_timeout: timeoutMs,
+  query_timeout: timeoutMs + clientSlackMs,
+});
 
 /**
  * The pool, with a listener for every error it or one of its clients emits, so that none
  * ends the process; the storage adds its own to hear them (createPgStorage).
  */
-export function openPool(url: string, max: number): Pool {
-  const pool = new Pool({ connectionString: url, max, connectionTimeoutMillis: connectTimeoutMs, keepAlive: true });
+export function openPool(url: string, max: number, timeoutMs = defaultDatabaseTimeoutMs): Pool {
+  const pool = new Pool({ connectionString: url, max, keepAlive: true, ...bounds(timeoutMs) });
   // An idle client the server dropped: the pool has removed it already.
   pool.on('error', ignore);
   // A client checked out (inside a transaction) when the server drops it: its query fails
@@ -66,9 +98,13 @@ export function openPool(url: string, max: number): Pool {
 
 const ignore = () => {};
 
+/** A connection-class error (ETIMEDOUT): it starts a probe, as a connection that failed does. */
+const timedOut = (timeoutMs: number) =>
+  Object.assign(new Error(`PostgreSQL did not answer within ${timeoutMs} ms (DATABASE_TIMEOUT_MS)`), { code: 'ETIMEDOUT' });
+
 /** One connection, one `select 1`, with its own timeout: whether the server answers, apart from the pool's load. */
-async function probe(url: string): Promise<void> {
-  const client = new Client({ connectionString: url, connectionTimeoutMillis: connectTimeoutMs });
+async function probe(url: string, timeoutMs: number): Promise<void> {
+  const client = new Client({ connectionString: url, ...bounds(timeoutMs) });
   client.on('error', () => {});
   try {
     await client.connect();
@@ -79,7 +115,10 @@ async function probe(url: string): Promise<void> {
 }
 
 export interface Availability {
-  /** Runs `work`, refused at once while the server is known to be unreachable; connection errors become StorageUnavailable. */
+  /**
+   * Runs `work`, refused at once while the server is known to be unreachable; connection
+   * errors become StorageUnavailable, and so does `work` not done within the bound.
+   */
   guard<T>(work: () => Promise<T>): Promise<T>;
   /** A connection-class error seen outside `guard` (the pool's 'error' event). */
   suspect: (error: unknown) => void;
@@ -93,7 +132,11 @@ export interface Availability {
  * A connection lost while the server is fine (one backend terminated) fails only the
  * request that held it.
  */
-export function createAvailability(url: string, onChange: (error: Error | null) => void): Availability {
+export function createAvailability(
+  url: string,
+  onChange: (error: Error | null) => void,
+  timeoutMs = defaultDatabaseTimeoutMs,
+): Availability {
   let down: StorageUnavailable | null = null;
   let probing = false;
   let timer: NodeJS.Timeout | undefined;
@@ -104,7 +147,7 @@ export function createAvailability(url: string, onChange: (error: Error | null) 
     if (probing || stopped) return;
     probing = true;
     try {
-      await probe(url);
+      await probe(url, timeoutMs);
       if (down) {
         down = null;
         onChange(null);
@@ -130,11 +173,22 @@ export function createAvailability(url: string, onChange: (error: Error | null) 
   return {
     async guard(work) {
       if (down) throw down;
+      // The whole call, however many waits it holds (a connection, then statements), ends
+      // within the bound. Work still under way past it ends by its own timeouts, and its
+      // connection is discarded; a COMMIT it still reaches has the unknown outcome of a
+      // connection lost during one (docs/decisions.md, "PostgreSQL going away").
+      let timer: NodeJS.Timeout | undefined;
+      const expired = new Promise<never>((_, reject) => {
+        timer = setTimeout(() => reject(timedOut(timeoutMs)), timeoutMs);
+      });
       try {
-        return await work();
+        // The race handles work()'s rejection, should it come after the bound.
+        return await Promise.race([work(), expired]);
       } catch (error) {
         suspect(error);
         throw asUnavailable(error);
+      } finally {
+        clearTimeout(timer);
       }
     },
     suspect,

@@ -7,7 +7,7 @@ import { and, asc, count, desc, eq, gt, gte, inArray, isNull, lte, or, sql, type
 import { drizzle, type NodePgDatabase } from 'drizzle-orm/node-postgres';
 import { migrate } from 'drizzle-orm/node-postgres/migrator';
 import type { AnyPgColumn } from 'drizzle-orm/pg-core';
-import type { Pool, PoolClient } from 'pg';
+import { Client, type Pool, type PoolClient } from 'pg';
 import type { Queries, Storage } from '../../domain/storage';
 import { asUnavailable, createAvailability, isConnectionError, openPool } from './connection';
 import { toAccount, toApiKey, toCategory, toMessage, toOrder, toPet } from '../rows';
@@ -448,8 +448,8 @@ function createQueries(db: Executor): Queries {
   };
 }
 
-export function openPgDatabase(url: string, poolSize = 10): PgDb {
-  return drizzle({ client: openPool(url, poolSize), schema });
+export function openPgDatabase(url: string, poolSize = 10, timeoutMs?: number): PgDb {
+  return drizzle({ client: openPool(url, poolSize, timeoutMs), schema });
 }
 
 /**
@@ -467,7 +467,12 @@ export async function migratePg(db: PgDb, folder = pgMigrationsFolder): Promise<
 }
 
 async function migrateLocked(db: PgDb, folder: string): Promise<{ brandNew: boolean }> {
-  const client = await db.$client.connect();
+  // A connection of its own, without the pool's statement bounds: a migration may take
+  // longer, and so may waiting for another instance's (the advisory lock).
+  const { connectionString, connectionTimeoutMillis } = db.$client.options;
+  const client = new Client({ connectionString, connectionTimeoutMillis });
+  client.on('error', () => {});
+  await client.connect();
   try {
     // An arbitrary constant naming "petstore migrations" among advisory locks.
     await client.query('select pg_advisory_lock(72707301)');
@@ -486,7 +491,7 @@ async function migrateLocked(db: PgDb, folder: string): Promise<{ brandNew: bool
       await client.query('select pg_advisory_unlock(72707301)');
     }
   } finally {
-    client.release();
+    await client.end();
   }
 }
 
@@ -497,7 +502,8 @@ export interface PgStorageOptions {
 
 export function createPgStorage(db: PgDb, { onAvailability = () => {} }: PgStorageOptions = {}): Storage {
   const pool = db.$client;
-  const availability = createAvailability(pool.options.connectionString!, onAvailability);
+  // The pool's connection bound is the bound on every call (DATABASE_TIMEOUT_MS).
+  const availability = createAvailability(pool.options.connectionString!, onAvailability, pool.options.connectionTimeoutMillis);
   pool.on('error', availability.suspect);
   pool.on('connect', (client) => client.on('error', availability.suspect));
   // The queries of each pooled connection, made on its first transaction: its prepared
@@ -517,7 +523,9 @@ export function createPgStorage(db: PgDb, { onAvailability = () => {} }: PgStora
         await client.query('commit');
         return result;
       } catch (error) {
-        await client.query('rollback');
+        // A connection that failed (or timed out) is discarded below, which rolls back; a
+        // ROLLBACK sent on it would only wait behind the statement that did not answer.
+        if (!isConnectionError(error)) await client.query('rollback');
         throw error;
       }
     } catch (error) {

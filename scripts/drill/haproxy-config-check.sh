@@ -3,7 +3,7 @@
 # by the real haproxy (Debian's package, installed when missing): `haproxy -c`.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
-command -v haproxy >/dev/null || { apt-get update -qq && apt-get install -y -qq haproxy >/dev/null; }
+bash scripts/ensure-haproxy.sh
 config=$(mktemp --suffix=.cfg)
 trap 'rm -f "$config"' EXIT
 awk '/^```haproxy$/ { on = 1; next } on && /^```$/ { exit } on' docs/deployment.md > "$config"

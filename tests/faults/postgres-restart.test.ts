@@ -105,7 +105,7 @@ it('answers 503 unavailable at once while PostgreSQL is down, serves again when 
   // Nothing but acknowledgements and refusals in the Error shape with Retry-After.
   expect(answers.filter((a) => !ok(a) && !refused(a))).toEqual([]);
   // Sent while the server was down: refused, and fast (the pool's connection timeout is
-  // 2 s; a refusal comes from a failed probe, not from each request waiting for one).
+  // DATABASE_TIMEOUT_MS; a refusal comes from a failed probe, not from each request waiting for one).
   const duringOutage = answers.filter((a) => a.at >= stopped && a.at + a.ms < starting);
   expect(duringOutage.length).toBeGreaterThan(50);
   expect(duringOutage.filter((a) => !refused(a))).toEqual([]);

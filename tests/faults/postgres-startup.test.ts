@@ -2,7 +2,7 @@
 // serves once the database answers within DATABASE_STARTUP_TIMEOUT_S; past that bound it
 // exits 1 with a message saying why.
 import { call } from '../write-load';
-import { startServer, type ServerProcess } from '../../scripts/server-process';
+import { runUntilExit, startServer, type ServerProcess } from '../../scripts/server-process';
 import { startPostgres, type ThrowawayPostgres } from './postgres';
 
 let pg: ThrowawayPostgres | undefined;
@@ -51,3 +51,38 @@ it('exits 1 with a message once DATABASE_STARTUP_TIMEOUT_S has passed without an
   expect(took).toBeGreaterThanOrEqual(2_000);
   expect(took).toBeLessThan(15_000);
 }, 60_000);
+
+describe('a PostgreSQL that refuses what DATABASE_URL gives: exit 1 at once, one line naming DATABASE_URL, no stack, no password', () => {
+  let guarded: ThrowawayPostgres | undefined;
+  afterAll(async () => {
+    await guarded?.remove();
+  }, 30_000);
+
+  const expectOneLine = async (databaseUrl: string, reason: RegExp) => {
+    // DATABASE_STARTUP_TIMEOUT_S at its default (60 s): a refusal is not waited out.
+    const { code, stderr, ms } = await runUntilExit({ DATABASE_URL: databaseUrl, LOG_LEVEL: 'warn' }, 30_000);
+    const lines = stderr.trim().split('\n');
+    expect({ code, lines: lines.length }).toEqual({ code: 1, lines: 1 });
+    expect(lines[0]).toMatch(/^DATABASE_URL=postgres:\/\/petstore:\*\*\*@127\.0\.0\.1:\d+\/\w+: PostgreSQL refuses it: /);
+    expect(lines[0]).toMatch(reason);
+    expect(stderr).not.toMatch(/^\s+at /m);
+    expect(ms).toBeLessThan(10_000);
+  };
+
+  it('a wrong password', async () => {
+    guarded = await startPostgres({ password: 'the right one' });
+    const right = await guarded.createDatabase('petstore_password');
+    const wrong = right.replace('the%20right%20one', 'a%20wrong%20one');
+    expect(wrong).not.toBe(right);
+    await expectOneLine(wrong, /password authentication failed for user "petstore" \(SQLSTATE 28P01\); exiting$/);
+    // The right one starts.
+    const started = await startServer({ DATABASE_URL: right, SEED_DEMO_DATA: 'false' }, 60_000);
+    expect(await started.stop()).toBe(0);
+  }, 60_000);
+
+  it('a database that does not exist', async () => {
+    const missing = new URL(guarded!.url);
+    missing.pathname = '/no_such_database';
+    await expectOneLine(missing.toString(), /database "no_such_database" does not exist \(SQLSTATE 3D000\); exiting$/);
+  }, 60_000);
+});

@@ -61,7 +61,7 @@ it('refuses at once, not after a connection timeout each, while PostgreSQL canno
   );
   expect(server.child.exitCode).toBeNull();
   expect(answers.filter((a) => a.status !== 503 || a.code !== 'unavailable')).toEqual([]);
-  // The first requests wait for the pool's 2 s connection timeout, as does the probe;
+  // The first requests wait for the pool's connection timeout (DATABASE_TIMEOUT_MS, 3 s), as does the probe;
   // from then on the answer is immediate.
   const later = answers.filter((a) => a.at >= 3_000);
   expect(later.length).toBeGreaterThan(20);

@@ -3,7 +3,7 @@
 // an unprivileged user when run as root, a free port on 127.0.0.1), so that a test can
 // stop it and start it again under a running service. No binaries: the test fails.
 import { execFile } from 'node:child_process';
-import { chmodSync, chownSync, existsSync, mkdirSync, mkdtempSync, readdirSync, rmSync } from 'node:fs';
+import { chmodSync, chownSync, existsSync, mkdirSync, mkdtempSync, readFileSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
 import { createServer } from 'node:net';
 import { tmpdir, userInfo } from 'node:os';
 import { join } from 'node:path';
@@ -48,11 +48,16 @@ export interface ThrowawayPostgres {
   /** `pg_ctl stop -m fast`: every connection is terminated (57P01), then the server exits. */
   stop(): Promise<void>;
   start(): Promise<void>;
+  /** SIGSTOP to the server and every process of it: it holds every connection and answers nothing. */
+  hang(): Promise<void>;
+  /** SIGCONT to the processes hang() stopped. */
+  resume(): void;
   /** Stops it for good and removes its files. */
   remove(): Promise<void>;
 }
 
-export async function startPostgres(): Promise<ThrowawayPostgres> {
+/** `password`: the server asks for it (scram-sha-256) instead of trusting every local connection. */
+export async function startPostgres({ password }: { password?: string } = {}): Promise<ThrowawayPostgres> {
   const bin = postgresBin();
   const root = userInfo().uid === 0;
   // As root, the server runs as `nobody` (it refuses to run as root).
@@ -64,7 +69,13 @@ export async function startPostgres(): Promise<ThrowawayPostgres> {
   mkdirSync(data);
   if (root) chownSync(data, 65534, 65534);
   const port = await freePort();
-  await as('initdb', ['-D', data, '-U', 'petstore', '--auth=trust', '--no-sync', '-E', 'UTF8']);
+  const auth = ['--auth=trust'];
+  if (password !== undefined) {
+    const file = join(dir, 'password');
+    writeFileSync(file, `${password}\n`, { mode: 0o644 });
+    auth.splice(0, 1, '--auth=scram-sha-256', `--pwfile=${file}`);
+  }
+  await as('initdb', ['-D', data, '-U', 'petstore', ...auth, '--no-sync', '-E', 'UTF8']);
   const options = `-p ${port} -k ${data} -c listen_addresses=127.0.0.1 -c fsync=off -c max_connections=200`;
   const start = async () => {
     await as('pg_ctl', ['-D', data, '-l', join(data, 'server.log'), '-w', '-o', options, 'start']);
@@ -73,9 +84,25 @@ export async function startPostgres(): Promise<ThrowawayPostgres> {
     await as('pg_ctl', ['-D', data, '-m', 'fast', '-w', 'stop']);
   };
   await start();
-  const url = `postgres://petstore@127.0.0.1:${port}/postgres`;
+  const user = password === undefined ? 'petstore' : `petstore:${encodeURIComponent(password)}`;
+  const url = `postgres://${user}@127.0.0.1:${port}/postgres`;
+  let stopped: number[] = [];
+  const resume = () => {
+    for (const pid of stopped) process.kill(pid, 'SIGCONT');
+    stopped = [];
+  };
   return {
     url,
+    async hang() {
+      // The first line of postmaster.pid is the server's pid; its children are the backends.
+      const postmaster = Number(readFileSync(join(data, 'postmaster.pid'), 'utf8').split('\n')[0]);
+      process.kill(postmaster, 'SIGSTOP');
+      const { stdout } = await run('pgrep', ['-P', String(postmaster)]);
+      const children = stdout.split('\n').filter(Boolean).map(Number);
+      for (const pid of children) process.kill(pid, 'SIGSTOP');
+      stopped = [postmaster, ...children];
+    },
+    resume,
     async createDatabase(name) {
       const client = new Client({ connectionString: url });
       await client.connect();
@@ -84,11 +111,12 @@ export async function startPostgres(): Promise<ThrowawayPostgres> {
       } finally {
         await client.end();
       }
-      return `postgres://petstore@127.0.0.1:${port}/${name}`;
+      return `postgres://${user}@127.0.0.1:${port}/${name}`;
     },
     stop,
     start,
     async remove() {
+      resume();
       await as('pg_ctl', ['-D', data, '-m', 'immediate', '-w', 'stop']).catch(() => {});
       rmSync(dir, { recursive: true, force: true });
     },
