@@ -394,6 +394,8 @@ async function startService(env: Record<string, string>): Promise<{ port: number
       HOST: '127.0.0.1',
       SEED_DEMO_DATA: 'false',
       RATE_LIMIT_PER_MINUTE: '1000000',
+      // Stopping is not measured here: no balancer to wait for (docs/operations.md).
+      SHUTDOWN_DELAY_MS: '0',
       API_KEYS_PER_ACCOUNT: '1000000',
       LOGIN_FAILURES_PER_ACCOUNT: '1000000',
       LOGIN_FAILURES_PER_ADDRESS: '1000000',

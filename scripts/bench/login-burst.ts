@@ -121,7 +121,11 @@ export async function benchLoginBurst(): Promise<void> {
       `(unknown emails, wrong passwords) from ${addresses} addresses; default password-hashing bounds.`,
   );
   // The GET client is one address: its request limit is out of the way; the login limits are the defaults.
-  const { base, port, child } = await startService({ DATABASE_PATH: join(dir, 'bench.db'), RATE_LIMIT_PER_MINUTE: String(1_000_000) });
+  const { base, port, child } = await startService({
+    DATABASE_PATH: join(dir, 'bench.db'),
+    RATE_LIMIT_PER_MINUTE: String(1_000_000),
+    SHUTDOWN_DELAY_MS: '0',
+  });
   try {
     const key = await customerKey(base, 'login-burst@example.com');
     // Warm-up: the validators compile on first use; both paths once.

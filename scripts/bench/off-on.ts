@@ -43,6 +43,8 @@ async function start(dir: string, name: string, env: Record<string, string>): Pr
       DATABASE_PATH: join(dir, `${name}.db`),
       // The limiter runs as shipped; only its budget is raised above what the load sends.
       RATE_LIMIT_PER_MINUTE: '1000000',
+      // Stopping is not measured here: no balancer to wait for (docs/operations.md).
+      SHUTDOWN_DELAY_MS: '0',
       ...env,
     },
     // Read, as a terminal would read the access lines; the tail is shown if it fails.

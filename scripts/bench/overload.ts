@@ -219,6 +219,8 @@ export async function benchOverload(): Promise<void> {
       const { base, child } = await startService({
         DATABASE_PATH: join(dir, `${bound}.db`),
         RATE_LIMIT_PER_MINUTE: String(1_000_000),
+        // Stopping is not measured here: no balancer to wait for (docs/operations.md).
+        SHUTDOWN_DELAY_MS: '0',
         OVERLOAD_EVENT_LOOP_DELAY_MS: String(bound),
       });
       try {

@@ -44,6 +44,8 @@ async function start(env: Record<string, string>): Promise<{ port: number; child
       LOG_LEVEL: 'error',
       SEED_DEMO_DATA: 'false',
       RATE_LIMIT_PER_MINUTE: '1000000',
+      // Stopping is not measured here: no balancer to wait for (docs/operations.md).
+      SHUTDOWN_DELAY_MS: '0',
       ...env,
     },
     stdio: ['ignore', 'ignore', 'inherit'],
