@@ -41,28 +41,34 @@ describe('the shipped runtime', () => {
         RATE_LIMIT_PER_MINUTE: '1000000',
         RATE_LIMIT_PER_ADDRESS_PER_MINUTE: '10000000',
       });
-      const email = `runtime-${start}@example.com`;
-      const password = 'a long runtime password';
-      await fetch(`${server.url}/accounts`, {
-        method: 'POST',
-        headers: { 'Content-Type': 'application/json' },
-        body: JSON.stringify({ email, password }),
-      });
-      const made = await fetch(`${server.url}/api-keys`, {
-        method: 'POST',
-        headers: { Authorization: `Basic ${Buffer.from(`${email}:${password}`).toString('base64')}` },
-      });
-      const { key } = (await made.json()) as { key: string };
-      const deadline = Date.now() + 2_000;
-      const load = async () => {
-        while (Date.now() < deadline) {
-          // Through the whole chain: the key, the validator (query and response) and the database.
-          const res = await fetch(`${server.url}/pets?limit=2&status=available`, { headers: { Authorization: `Bearer ${key}` } });
-          expect(res.status).toBe(200);
-          await res.text();
-        }
-      };
-      await Promise.all(Array.from({ length: 8 }, load));
+      try {
+        const email = `runtime-${start}@example.com`;
+        const password = 'a long runtime password';
+        await fetch(`${server.url}/accounts`, {
+          method: 'POST',
+          headers: { 'Content-Type': 'application/json' },
+          body: JSON.stringify({ email, password }),
+        });
+        const made = await fetch(`${server.url}/api-keys`, {
+          method: 'POST',
+          headers: { Authorization: `Basic ${Buffer.from(`${email}:${password}`).toString('base64')}` },
+        });
+        const { key } = (await made.json()) as { key: string };
+        const deadline = Date.now() + 2_000;
+        const load = async () => {
+          while (Date.now() < deadline) {
+            // Through the whole chain: the key, the validator (query and response) and the database.
+            const res = await fetch(`${server.url}/pets?limit=2&status=available`, { headers: { Authorization: `Bearer ${key}` } });
+            expect(res.status).toBe(200);
+            await res.text();
+          }
+        };
+        await Promise.all(Array.from({ length: 8 }, load));
+      } catch (err) {
+        // Stopped here too, so that a failure does not leave the service running (and jest waiting on it).
+        await server.stop();
+        throw err;
+      }
       expect(await server.stop()).toBe(0);
       expect(server.log()).not.toMatch(/Assertion failed/);
       // Node's own warnings (a deprecation, an experimental feature) are plain text on stderr.
