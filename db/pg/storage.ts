@@ -70,8 +70,8 @@ function createQueries(db: Executor): Queries {
       .from(orders)
       .where(and(eq(orders.id, p('id')), ...visible));
   // Up to 100 ids as one array, a named statement per combination of the other filters:
-  // planned once per connection, not on each request (a list of 100 values took about
-  // 1 ms to plan, more than running it).
+  // planned once per connection, not on each request (planning a list of 100 values cost
+  // more than running it).
   const petsByIds = (status: boolean, category: boolean) =>
     db
       .select()
