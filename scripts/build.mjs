@@ -11,7 +11,7 @@
 //
 // Nothing is done when no input is newer than the last build, as make decides: tsc's own
 // up-to-date check loads the compiler first, and takes longer than the build-less cases need.
-// `npm start` runs this first (prestart), so it never serves a build older than its sources;
+// `npm start` runs this first (scripts/start.mjs), so it never serves a build older than its sources;
 // where the build tools are not installed (`npm ci --omit=dev`) a stale build is refused in
 // one line instead. The bundle carries the dependencies it bundles as they are in
 // node_modules, patches/ applied (patch-package is run first), so a production install
