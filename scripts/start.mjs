@@ -2,7 +2,8 @@
 // dist/, and refuses a stale dist/ where the build tools are not installed), then the
 // service, dist/server/main.js, in this same process: a second Node process would add its
 // own start to the service's (docs/performance.md, "Start").
-import { fileURLToPath } from 'node:url';
+import process from 'node:process';
+import { fileURLToPath, URL } from 'node:url';
 
 await import('./build.mjs');
 const main = new URL('../dist/server/main.js', import.meta.url);
