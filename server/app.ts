@@ -155,9 +155,11 @@ export function createApp({
     }
     next();
   };
+  // The spec with its references inlined (server/spec.ts), for the checks made from it.
+  const inlined = dereferenced(spec);
   const validator = OpenApiValidator.middleware({
     // The validator annotates a deep copy of its own; ours stays as it is.
-    apiSpec: dereferenced(spec) as never,
+    apiSpec: inlined as never,
     // Checked by `npm run generate` (scripts/spec-check.ts), not at each start.
     validateApiSpec: false,
     // The spec is one self-contained document: its references are inlined once at start,
@@ -232,7 +234,7 @@ export function createApp({
         route,
         // Before anything costs: while the event loop is behind, only /healthz gets through.
         shedWhenOverloaded(overload),
-        servicePages(spec, { ...defaultHandlers, ...handlers }, ctx),
+        servicePages(inlined, { ...defaultHandlers, ...handlers }, ctx),
         contractAndDocs,
         // Before anything may refuse the request, so that refusals carry them; a preflight is answered here.
         browserHeaders(config.corsOrigins),
