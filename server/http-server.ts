@@ -1,6 +1,7 @@
 // The HTTP server around createApp(): connection and time bounds, Error-shaped answers
 // for what Node's parser refuses before Express sees a request, and a drain that lets
 // keep-alive clients go and waits for the app's work when the service stops.
+import cluster from 'node:cluster';
 import { randomUUID } from 'node:crypto';
 import { createServer, STATUS_CODES, type IncomingMessage, type RequestListener, type Server, type ServerResponse } from 'node:http';
 import { Server as NetServer, type Socket } from 'node:net';
@@ -192,8 +193,9 @@ export function createHttpServer(app: RequestListener, config: ServerLimits, lif
   // connection the service holds, and nothing is queued. Then the listener closes (a
   // client connecting from then on is refused: nothing was sent) and the held requests
   // are answered. Clients that keep arriving anew end the hold at `holdMaxMs`.
-  const quietMs = 50;
-  const holdMaxMs = 1_000;
+  const quietMs = 100;
+  const holdMaxMs = 2_000;
+  const primaryCloseMs = 100;
   const close = (resolve: () => void) => {
     held = [];
     const heldSince = Date.now();
@@ -209,8 +211,17 @@ export function createHttpServer(app: RequestListener, config: ServerLimits, lif
         setTimeout(check, quietMs - (now - lastSeen));
         return;
       }
-      server.off('connection', seen);
-      stopListening(resolve);
+      // Quiet by the clock, but a busy event loop may not have accepted what the kernel
+      // holds: the I/O phase between this timer and the immediate accepts it first.
+      const before = lastSeen;
+      setImmediate(() => {
+        if (lastSeen !== before && Date.now() - heldSince < holdMaxMs) {
+          setTimeout(check, quietMs);
+          return;
+        }
+        server.off('connection', seen);
+        stopListening(resolve);
+      });
     };
     setTimeout(check, quietMs);
   };
@@ -244,9 +255,17 @@ export function createHttpServer(app: RequestListener, config: ServerLimits, lif
       settle();
     });
     for (const socket of sockets) closeIfIdle(socket);
-    const release = held ?? [];
-    held = undefined;
-    for (const [req, res] of release) app(req, res);
+    // Answered once nothing more can be queued. A process of its own closed its listening
+    // socket just now; a cluster worker has only asked the primary, which holds the socket
+    // and may still accept a client that reconnects after an answer (and reset it as it
+    // closes), so the worker gives it a moment first.
+    const release = () => {
+      const waiting = held ?? [];
+      held = undefined;
+      for (const [req, res] of waiting) app(req, res);
+    };
+    if (cluster.isWorker) setTimeout(release, primaryCloseMs);
+    else release();
   };
 
   return { server, drain, connections, backlog: caps.global };
