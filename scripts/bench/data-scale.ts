@@ -18,7 +18,7 @@
 // case and round), BENCH_SCALE_ROUNDS, BENCH_SCALE_ONLY (parts of case names). A benchmark, not a test: it exits 0
 // whether or not the goals are met. docs/performance.md, "Data scale", has the figures.
 import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
-import { closeSync, fstatSync, mkdtempSync, openSync, readFileSync, readSync, rmSync, statSync } from 'node:fs';
+import { closeSync, fstatSync, mkdtempSync, openSync, readdirSync, readFileSync, readSync, rmSync, statSync } from 'node:fs';
 import { cpus, loadavg, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import Database from 'better-sqlite3';
@@ -87,6 +87,20 @@ const password = 'a long bench password';
 const basicAuth = `Basic ${Buffer.from(`scale2@example.com:${password}`).toString('base64')}`;
 const hashPassword = (plain: string) => createPasswordHashing({ concurrency: 1, queue: 1 }).hash(plain);
 
+/** Seconds between laps, named, for the seeding's breakdown. */
+function stopwatch() {
+  let last = performance.now();
+  const laps: string[] = [];
+  return {
+    lap(name: string) {
+      const now = performance.now();
+      laps.push(`${name} ${((now - last) / 1000).toFixed(1)} s`);
+      last = now;
+    },
+    text: () => laps.join(', '),
+  };
+}
+
 async function seedSqlite(path: string): Promise<Keys> {
   const passwordHash = await hashPassword(password);
   // The schema from the service's own migrations; then the rows loaded as a restore is:
@@ -137,6 +151,7 @@ async function seedPostgres(url: string): Promise<Keys> {
   const { rows, keys } = makeKeys();
   const client = new Client({ connectionString: url });
   await client.connect();
+  const steps = stopwatch();
   try {
     await client.query('begin');
     // Loaded as a restore is: the secondary indexes made again once the rows are in (one
@@ -166,16 +181,21 @@ async function seedPostgres(url: string): Promise<Keys> {
        select * , '${created}' from unnest($1::bigint[], $2::text[], $3::text[], $4::text[])`,
       [rows.map((r) => r.accountId), rows.map((r) => r.keyHash), rows.map((r) => r.prefix), rows.map((r) => r.lastFour)],
     );
+    steps.lap('rows');
     for (const index of indexes) await client.query(index.definition);
+    steps.lap('indexes');
     await client.query('update accounts set password_hash = $1 where id = 2', [await hashPassword(password)]);
     for (const table of ['categories', 'accounts', 'pets', 'orders', 'api_keys']) {
       await client.query(`select setval(pg_get_serial_sequence('${table}', 'id'), (select max(id) from ${table}))`);
     }
     await client.query('commit');
+    steps.lap('commit');
     await client.query('vacuum analyze');
+    steps.lap('vacuum analyze');
   } finally {
     await client.end();
   }
+  console.log(`PostgreSQL: seeding steps: ${steps.text()}`);
   return keys;
 }
 
@@ -598,6 +618,39 @@ async function run(engine: string, env: Record<string, string>, keys: Keys): Pro
   }
 }
 
+/**
+ * Moves a PostgreSQL server on this machine (the postmaster and its processes; the
+ * backends it starts later inherit it) to wrk's core, so that the service has core 0 to
+ * itself as in the SQLite run. Returns how many processes were moved, or 0 when it cannot.
+ */
+async function pinPostgres(url: string): Promise<number> {
+  if (loadCore === undefined) return 0;
+  const client = new Client({ connectionString: url });
+  await client.connect();
+  let dir: string;
+  try {
+    dir = (await client.query<{ data_directory: string }>('show data_directory')).rows[0]!.data_directory;
+  } catch {
+    return 0;
+  } finally {
+    await client.end();
+  }
+  let postmaster: number;
+  try {
+    postmaster = Number(readFileSync(join(dir, 'postmaster.pid'), 'utf8').split('\n')[0]);
+  } catch {
+    return 0;
+  }
+  const pids = [
+    postmaster,
+    ...readdirSync('/proc')
+      .map(Number)
+      .filter((pid) => pid > 0 && stat(pid)?.ppid === postmaster),
+  ];
+  return pids.filter((pid) => spawnSync('taskset', ['-a', '-p', '-c', String(loadCore), String(pid)], { stdio: 'ignore' }).status === 0)
+    .length;
+}
+
 async function timed<T>(what: string, work: () => T | Promise<T>): Promise<T> {
   const began = performance.now();
   const result = await work();
@@ -618,6 +671,8 @@ async function main(): Promise<void> {
     const url = new URL(pgUrl);
     url.pathname = `/${name}`;
     const keys = await timed('PostgreSQL: seeded', () => seedPostgres(url.toString()));
+    const pinned = await pinPostgres(url.toString());
+    console.log(pinned ? `PostgreSQL's processes pinned to core ${loadCore} (${pinned}), beside wrk` : 'PostgreSQL not pinned');
     await run('PostgreSQL', { DATABASE_URL: url.toString() }, keys);
     return;
   }
