@@ -31,7 +31,8 @@ export interface HttpService {
    * 503 and every answer not yet sent carries `Connection: close`, so each keep-alive
    * connection ends after its next answer, with nothing in flight on it. For `delayMs`
    * (SHUTDOWN_DELAY_MS) the server goes on listening and answering, so that a balancer
-   * sees the 503 and stops sending. Then it stops listening and closes the connections
+   * sees the 503 and stops sending. Then, once no client is on its way in (close(),
+   * below), it stops listening and closes the connections
    * idle since an answer sent before the signal (by then past the keep-alive timeout their
    * clients were told), each busy one as its answer ends; a connection that has not sent
    * its request yet is read and answered. Resolves when no connection is left and the
@@ -164,8 +165,13 @@ export function createHttpServer(app: RequestListener, config: ServerLimits, lif
       if (closing) setImmediate(closeIfIdle, socket);
     });
   });
+  // Requests held while the listener is let go (close(), below); none otherwise.
+  let held: Array<[IncomingMessage, ServerResponse]> | undefined;
   // After the listeners above, so that they see every request before the app does.
-  server.on('request', app);
+  server.on('request', (req: IncomingMessage, res: ServerResponse) => {
+    if (held) held.push([req, res]);
+    else app(req, res);
+  });
 
   const drain = (delayMs = 0) =>
     new Promise<void>((resolve) => {
@@ -178,7 +184,38 @@ export function createHttpServer(app: RequestListener, config: ServerLimits, lif
       setTimeout(() => close(resolve), delayMs);
     });
 
+  // Stopping to listen resets every connection the kernel has completed but the service
+  // not yet accepted: its client has sent a request that nobody will read. Without a
+  // balancer, clients told `Connection: close` reconnect at once, so some are always on
+  // their way in. So requests are held, unanswered, until no connection has come in and
+  // no answer has gone out for `quietMs`: each of those clients is then waiting on a
+  // connection the service holds, and nothing is queued. Then the listener closes (a
+  // client connecting from then on is refused: nothing was sent) and the held requests
+  // are answered. Clients that keep arriving anew end the hold at `holdMaxMs`.
+  const quietMs = 50;
+  const holdMaxMs = 1_000;
   const close = (resolve: () => void) => {
+    held = [];
+    const heldSince = Date.now();
+    let lastSeen = heldSince;
+    const seen = () => {
+      lastSeen = Date.now();
+    };
+    server.on('connection', seen);
+    for (const res of inFlight) res.once('close', seen);
+    const check = () => {
+      const now = Date.now();
+      if (now - lastSeen < quietMs && now - heldSince < holdMaxMs) {
+        setTimeout(check, quietMs - (now - lastSeen));
+        return;
+      }
+      server.off('connection', seen);
+      stopListening(resolve);
+    };
+    setTimeout(check, quietMs);
+  };
+
+  const stopListening = (resolve: () => void) => {
     closing = true;
     // A response closes when its client hangs up, while its handler may still be awaiting
     // the database: the server closing is not enough, the app's work must be done too,
@@ -207,6 +244,9 @@ export function createHttpServer(app: RequestListener, config: ServerLimits, lif
       settle();
     });
     for (const socket of sockets) closeIfIdle(socket);
+    const release = held ?? [];
+    held = undefined;
+    for (const [req, res] of release) app(req, res);
   };
 
   return { server, drain, connections, backlog: caps.global };
