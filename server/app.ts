@@ -150,6 +150,8 @@ export function createApp({
     const found = lookup(req.path);
     if (found) {
       req.specPath = found.specPath;
+      // The validator's match tries this route first (the carried patch, openapi.metadata.js).
+      req.openApiRouteHint = found.specPath.path;
       req.pathValues = found.values;
       req.operation = found.specPath.operations.get(req.method.toLowerCase());
     }

@@ -9,10 +9,14 @@ declare global {
   // eslint-disable-next-line @typescript-eslint/no-namespace
   namespace Express {
     interface Request {
+      /** Its X-Request-Id (server/request-id.ts). */
+      id?: string;
       /** The spec's path the request path is, when it is one (server/app.ts, route). */
       specPath?: SpecPath;
       /** The operation its method names on that path. */
       operation?: Operation;
+      /** The spec path, for express-openapi-validator's match (patches/). */
+      openApiRouteHint?: string;
       /** The raw values of the path template's parameters, in template order. */
       pathValues?: string[];
       openapi?: {

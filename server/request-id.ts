@@ -7,5 +7,6 @@ const sane = /^[A-Za-z0-9._:-]{1,128}$/;
 export const requestId = (req: Request, res: Response): void => {
   const given = req.headers['x-request-id'];
   const id = typeof given === 'string' && sane.test(given) ? given : randomUUID();
+  req.id = id;
   res.setHeader('X-Request-Id', id);
 };

@@ -1,7 +1,7 @@
 // Credentials: SHA-256-hashed API keys, passwords checked through server/passwords.ts, and
 // the security handlers that express-openapi-validator calls for the spec's bearerAuth and
 // basicAuth schemes.
-import { createHash, randomBytes } from 'node:crypto';
+import { hash, randomBytes } from 'node:crypto';
 import type { Request } from 'express';
 import { StorageUnavailable } from '../domain/errors';
 import type { Store } from '../domain/store';
@@ -13,7 +13,7 @@ const keyPrefix = 'ps_live_';
 // lastUsedAt is written at most this often per key, so a busy key is not a write per request.
 const touchIntervalMs = 60_000;
 
-const hashKey = (key: string) => createHash('sha256').update(key, 'utf8').digest('hex');
+const hashKey = (key: string) => hash('sha256', key, 'hex');
 
 /** 256 random bits behind a recognisable prefix. */
 export function generateApiKey(): { key: string; keyHash: string; prefix: string; lastFour: string } {

@@ -45,10 +45,17 @@ describe('credentials per request', () => {
       };
       return hash;
     });
+    // And the one-call form (crypto.hash), which server/security.ts uses.
+    const oneShot = crypto.hash;
+    const oneShotSpy = jest.spyOn(crypto, 'hash').mockImplementation((...args: Parameters<typeof oneShot>) => {
+      hashed.push(args[1]);
+      return oneShot(...args);
+    });
     try {
       expect((await request(t.app).get('/pets').set(caller.auth)).status).toBe(200);
     } finally {
       spy.mockRestore();
+      oneShotSpy.mockRestore();
     }
     // (express-rate-limit hashes its own counter keys for the RateLimit header; those are not credentials.)
     expect(hashed.filter((data) => String(data).includes(caller.key))).toHaveLength(1);

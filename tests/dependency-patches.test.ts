@@ -13,17 +13,25 @@ import { OpenApiContext } from 'express-openapi-validator/dist/framework/openapi
 import * as schemaValidator from 'express-openapi-validator/dist/framework/openapi.schema.validator';
 import url from 'node:url';
 import request from 'supertest';
+import $RefParser from '@apidevtools/json-schema-ref-parser';
+import { OpenAPITraverser } from '@useoptic/openapi-utilities';
+import { createOperation } from '@useoptic/rulesets-base/build/rule-runner/data-constructors';
+import { getEndpointKey, groupFacts } from '@useoptic/rulesets-base/build/rule-runner/group-facts';
 import { loadSpec } from '../server/spec';
 import { repoRoot } from '../scripts/server-process';
 import { customer, setupApp } from './helpers';
 
 const pkg = JSON.parse(readFileSync(join(repoRoot, 'package.json'), 'utf8'));
 const installed = JSON.parse(readFileSync(join(repoRoot, 'node_modules/express-openapi-validator/package.json'), 'utf8')).version;
+const opticInstalled = JSON.parse(readFileSync(join(repoRoot, 'node_modules/@useoptic/rulesets-base/package.json'), 'utf8')).version;
 
 describe('express-openapi-validator, as patched at install', () => {
   it('is the exact version the patch was made for', () => {
     expect(pkg.dependencies['express-openapi-validator']).toBe(installed);
-    expect(readdirSync(join(repoRoot, 'patches'))).toEqual([`express-openapi-validator+${installed}.patch`]);
+    expect(readdirSync(join(repoRoot, 'patches')).sort()).toEqual([
+      `@useoptic+rulesets-base+${opticInstalled}.patch`,
+      `express-openapi-validator+${installed}.patch`,
+    ]);
     // Applied at install where patch-package is (the devDependencies), and before every bundle.
     expect(pkg.scripts.postinstall).toContain('then patch-package --error-on-fail --error-on-warn;');
   });
@@ -66,5 +74,33 @@ describe('express-openapi-validator, as patched at install', () => {
     } finally {
       parse.mockRestore();
     }
+  });
+});
+
+// Optic's rule runner (@useoptic/rulesets-base, what `npm run spec:breaking` runs), a
+// devDependency pinned and carried with patches/@useoptic+rulesets-base+<version>.patch:
+// its data constructors build each view of an operation once per node, side and document,
+// where the runner rebuilt the whole operation (every response and property in it) once per
+// response and per rule.
+describe("Optic's rule runner, as patched at install", () => {
+  it('is the exact version the patch was made for', () => {
+    expect(pkg.devDependencies['@useoptic/rulesets-base']).toBe(opticInstalled);
+  });
+
+  it('builds the view of an operation once per side and document, and hands the same one back', async () => {
+    const doc = await $RefParser.dereference<Record<string, unknown>>(loadSpec() as never);
+    const traverser = new OpenAPITraverser();
+    traverser.traverse(doc as never);
+    const facts = [...traverser.facts()];
+    const grouped = groupFacts({ beforeFacts: facts, afterFacts: facts, changes: [] });
+    const endpoint = grouped.endpoints.get(getEndpointKey({ method: 'get', path: '/pets' }))!;
+    const view = createOperation(endpoint, 'after', doc as never)!;
+    expect(view.path).toBe('/pets');
+    expect(view.responses.get('200')).toBeDefined();
+    expect(createOperation(endpoint, 'after', doc as never)).toBe(view);
+    expect(createOperation(endpoint, 'before', doc as never)).not.toBe(view);
+    const other = structuredClone(doc);
+    expect(createOperation(endpoint, 'after', other as never)).not.toBe(view);
+    expect(createOperation(endpoint, 'after', other as never)).toEqual(view);
   });
 });
