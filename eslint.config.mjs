@@ -119,8 +119,9 @@ export default tseslint.config(
     languageOptions: { sourceType: 'commonjs', globals: { module: 'writable' } },
   },
   {
-    // The checkpoint and hashing threads' bodies: plain CommonJS, so a worker runs them as they are.
-    files: ['db/checkpoint-worker.cjs', 'server/hash-worker.cjs'],
+    // The checkpoint and hashing threads' bodies, and the bundle's entry: plain CommonJS, so
+    // node runs them as they are.
+    files: ['db/checkpoint-worker.cjs', 'server/hash-worker.cjs', 'server/entry.cjs'],
     languageOptions: {
       sourceType: 'commonjs',
       globals: { require: 'readonly', process: 'readonly', __dirname: 'readonly', setInterval: 'readonly', clearInterval: 'readonly' },

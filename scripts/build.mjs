@@ -3,21 +3,21 @@
 // tsc compiles the service into dist/compiled/ (tsconfig.build.json, incremental, ES module
 // syntax for the bundler, with source maps), esbuild bundles that JavaScript into the one
 // file `npm start` runs, dist/server/service.js with its source map (started by
-// dist/server/main.js, which turns V8's compile cache and source maps on first), and the
-// files the service reads at run time are copied beside
-// it, afresh so that a deleted one does not linger (db/files.ts, server/spec.ts and
+// dist/server/main.js, a copy of server/entry.cjs, which turns V8's compile cache and
+// stack traces through the map on first), and the files the service reads at run time are
+// copied beside it, afresh so that a deleted one does not linger (db/files.ts, server/spec.ts and
 // server/docs.ts name them from there).
 // Why one bundle: docs/layout.md, "One bundle".
 //
 // Nothing is done when no input is newer than the last build, as make decides: tsc's own
 // up-to-date check loads the compiler first, and takes longer than the build-less cases need.
-// `npm start` runs this first (prestart), so it never serves a build older than its sources;
+// `npm start` runs this first (scripts/start.mjs), so it never serves a build older than its sources;
 // where the build tools are not installed (`npm ci --omit=dev`) a stale build is refused in
 // one line instead. The bundle carries the dependencies it bundles as they are in
 // node_modules, patches/ applied (patch-package is run first), so a production install
 // needs no patching of its own (docs/deployment.md).
 import { execFileSync } from 'node:child_process';
-import { cpSync, existsSync, readFileSync, readdirSync, rmSync, statSync, utimesSync, writeFileSync } from 'node:fs';
+import { cpSync, existsSync, readFileSync, readdirSync, rmSync, statSync, utimesSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import { dirname, join } from 'node:path';
 import process from 'node:process';
@@ -131,15 +131,9 @@ if (sources.some((source) => newest(join(root, source)) > builtAt())) {
     plugins: [ownMapsOnly],
     logLevel: 'warning',
   });
-  // The entry `npm start` runs: V8's compile cache first (kept in the system's temporary
-  // folder, or NODE_COMPILE_CACHE), so that a start after the first does not compile the
-  // bundle again (docs/performance.md, "Start"); then source maps, which Node reads for a
-  // file only if they were on when it loaded the file, so here, before the bundle, however
-  // main.js is started (npm start, a process manager, a cluster worker); then the bundle.
-  writeFileSync(
-    join(root, 'dist', 'server', 'main.js'),
-    "'use strict';\n// Written by scripts/build.mjs: V8's compile cache and source maps, then the service.\nrequire('node:module').enableCompileCache();\nprocess.setSourceMapsEnabled(true);\nrequire('./service.js');\n",
-  );
+  // The entry `npm start` runs: V8's compile cache, stack traces through the source map,
+  // then the bundle (server/entry.cjs says why there, whoever starts main.js).
+  cpSync(join(root, 'server', 'entry.cjs'), join(root, 'dist', 'server', 'main.js'));
   for (const asset of assets) {
     const target = join(root, 'dist', asset);
     rmSync(target, { recursive: true, force: true });

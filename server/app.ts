@@ -35,7 +35,7 @@ import { servicePages } from './service-pages';
 import { createPasswordHashing, type PasswordHashing } from './passwords';
 import { createSecurityHandlers } from './security';
 import type { Tracing } from './tracing';
-import { loadSpec, loadSpecYaml, operationsOf, specRouter, type OpenApiDocument } from './spec';
+import { dereferenced, loadSpec, loadSpecYaml, operationsOf, specRouter, type OpenApiDocument } from './spec';
 
 export interface AppOptions {
   /** The database behind the storage port (db/open.ts). */
@@ -157,14 +157,17 @@ export function createApp({
     }
     next();
   };
+  // The spec with its references inlined (server/spec.ts), for the checks made from it.
+  const inlined = dereferenced(spec);
   const validator = OpenApiValidator.middleware({
     // The validator annotates a deep copy of its own; ours stays as it is.
-    apiSpec: spec as never,
+    apiSpec: inlined as never,
     // Checked by `npm run generate` (scripts/spec-check.ts), not at each start.
     validateApiSpec: false,
-    // The spec is one self-contained document: references are inlined once at start, rather
-    // than bundled, which walks every $ref and was most of the validator's start-up.
-    $refParser: { mode: 'dereference' },
+    // The spec is one self-contained document: its references are inlined once at start,
+    // above, rather than bundled, which walks every $ref and was most of the validator's
+    // start-up. 'none' (our patch): no parser for a document with no $ref left.
+    $refParser: { mode: 'none' },
     validateRequests: { allowUnknownQueryParameters: false, removeAdditional: false },
     validateResponses: config.validateResponses ? { removeAdditional: false } : false,
     validateFormats: true,
@@ -233,7 +236,7 @@ export function createApp({
         route,
         // Before anything costs: while the event loop is behind, only /healthz gets through.
         shedWhenOverloaded(overload),
-        servicePages(spec, { ...defaultHandlers, ...handlers }, ctx),
+        servicePages(inlined, { ...defaultHandlers, ...handlers }, ctx),
         contractAndDocs,
         // Before anything may refuse the request, so that refusals carry them; a preflight is answered here.
         browserHeaders(config.corsOrigins),

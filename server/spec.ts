@@ -14,6 +14,50 @@ export function loadSpec(): OpenApiDocument {
   return JSON.parse(readFileSync(join(__dirname, '..', 'generated', 'openapi.json'), 'utf8')) as OpenApiDocument;
 }
 
+/**
+ * The document with each `$ref` replaced by the object it names, one object however often
+ * it is named, as json-schema-ref-parser's dereference leaves it: what
+ * express-openapi-validator works on (server/app.ts). openapi.yaml's references all point
+ * within it (`#/components/...`), so a walk does it; the parser's own walk, which resolves
+ * every reference as a URL, took a tenth of the service's start. The document given is
+ * left as it is.
+ */
+export function dereferenced<T extends object>(doc: T): T {
+  const at = (ref: string): unknown => {
+    if (!ref.startsWith('#/')) throw new Error(`${ref}: only references within the document are resolved`);
+    const found = ref
+      .slice(2)
+      .split('/')
+      .reduce<unknown>(
+        (node, key) => (node as Record<string, unknown> | undefined)?.[key.replaceAll('~1', '/').replaceAll('~0', '~')],
+        doc,
+      );
+    if (found === undefined) throw new Error(`${ref}: nothing in the document has this name`);
+    return found;
+  };
+  // By the object copied: a schema named twice is copied once, and a schema that contains
+  // itself (through a reference) contains its own copy.
+  const copies = new Map<object, unknown>();
+  const copy = (node: unknown): unknown => {
+    if (node === null || typeof node !== 'object') return node;
+    const ref = (node as { $ref?: unknown }).$ref;
+    if (typeof ref === 'string') return copy(at(ref));
+    const done = copies.get(node);
+    if (done) return done;
+    if (Array.isArray(node)) {
+      const items: unknown[] = [];
+      copies.set(node, items);
+      for (const item of node) items.push(copy(item));
+      return items;
+    }
+    const fields: Record<string, unknown> = {};
+    copies.set(node, fields);
+    for (const [key, value] of Object.entries(node)) fields[key] = copy(value);
+    return fields;
+  };
+  return copy(doc) as T;
+}
+
 /** openapi.yaml as written, comments and all (`npm run build` copies it beside dist/). */
 export function loadSpecYaml(): string {
   return readFileSync(join(__dirname, '..', 'openapi.yaml'), 'utf8');

@@ -38,6 +38,7 @@ describe('npm run build', () => {
       'generated',
       'dist',
       'scripts/build.mjs',
+      'scripts/start.mjs',
       'tsconfig.json',
       'tsconfig.build.json',
       'package-lock.json',

@@ -2,7 +2,9 @@
 // applied at install by patch-package (postinstall) and by the build before it bundles: the route-matcher cache of upstream's
 // pull request 1217 (cdimascio/express-openapi-validator), keyed by the route in a map per
 // pair of routing flags rather than by a JSON string built per route and request; no OpenAPI meta-schema
-// compile when `validateApiSpec` is false; and the query string read without url.parse(),
+// compile when `validateApiSpec` is false; no reference parser for a document its caller
+// dereferenced (`$refParser: { mode: 'none' }`, server/spec.ts dereferenced()); and the
+// query string read without url.parse(),
 // which Node 24 deprecates (DEP0169: a warning at the first request) and makes slow when
 // called from node_modules. These fail when an upgrade drops the patch or the pin, so that
 // the patch is either carried forward or deleted once upstream ships it.
@@ -17,7 +19,7 @@ import $RefParser from '@apidevtools/json-schema-ref-parser';
 import { OpenAPITraverser } from '@useoptic/openapi-utilities';
 import { createOperation } from '@useoptic/rulesets-base/build/rule-runner/data-constructors';
 import { getEndpointKey, groupFacts } from '@useoptic/rulesets-base/build/rule-runner/group-facts';
-import { loadSpec } from '../server/spec';
+import { dereferenced, loadSpec } from '../server/spec';
 import { repoRoot } from '../scripts/server-process';
 import { customer, setupApp } from './helpers';
 
@@ -61,6 +63,24 @@ describe('express-openapi-validator, as patched at install', () => {
     } finally {
       built.mockRestore();
     }
+  });
+
+  it("takes a document its caller dereferenced as it is, with mode 'none'", async () => {
+    const doc = dereferenced(loadSpec());
+    const none = await new framework.OpenAPIFramework({
+      apiDoc: doc as never,
+      validateApiSpec: false,
+      $refParser: { mode: 'none' },
+    }).initialize({});
+    expect(none.apiDoc).toBe(doc);
+    // The same document as the parser's own dereference makes of it.
+    const parsed = await new framework.OpenAPIFramework({
+      apiDoc: loadSpec() as never,
+      validateApiSpec: false,
+      $refParser: { mode: 'dereference' },
+    }).initialize({});
+    expect(parsed.apiDoc).toEqual(doc);
+    expect(JSON.stringify(doc)).not.toContain('"$ref"');
   });
 
   it('reads the query string without url.parse()', async () => {
