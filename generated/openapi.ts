@@ -280,7 +280,10 @@ export interface paths {
          *     body is optional. An account holds at most 20 active keys by default
          *     (neither revoked nor expired); past that, 409 `api_key_limit_reached`:
          *     revoke one first. An `expiresAt` that is not in the future is 400
-         *     `validation_failed`.
+         *     `validation_failed`. Each call checks the password, a deliberately
+         *     slow hash: an account's password is checked at most 10 times a minute
+         *     by default, right or wrong (info, "Limits"); past that, 429
+         *     `rate_limited` with `Retry-After` until the minute ends.
          */
         post: operations["createApiKey"];
         delete?: never;
@@ -986,7 +989,7 @@ export interface components {
                 "application/json": components["schemas"]["Error"];
             };
         };
-        /** @description `rate_limited`: too many requests from this address or for this account, too many failed logins, or (on `POST /accounts`) too many sign-ups from this address; wait `Retry-After` seconds. */
+        /** @description `rate_limited`: too many requests from this address or for this account, too many failed logins or password checks for one account, or (on `POST /accounts`) too many sign-ups from this address; wait `Retry-After` seconds. */
         TooManyRequests: {
             headers: {
                 "Retry-After": components["headers"]["RetryAfter"];

@@ -12,7 +12,8 @@ import { PrismRoutedClient, responseViolations, startPrism } from './contract-pr
 const program: Program = {
   name: 'npm run test:contract --',
   usage: `  (no --base-url)   start this project's server (npm run build's dist/) on 127.0.0.1 with a fresh
-                    database and its defaults but for the request limit (raised, to be quick), and
+                    database and its defaults but for the request and password-check limits (raised,
+                    to be quick: the run makes an account's 20 keys with its password), and
                     a twin limited to one request a minute where 429 is reached; make an admin with
                     npm run account:create; check them; stop both
   --via-prism       send the traffic through Stoplight Prism (prism proxy), and fail on any
@@ -23,7 +24,7 @@ const program: Program = {
   async local(values) {
     const rateLimit = 1_000_000;
     console.log('Starting the service on 127.0.0.1 with a fresh database…');
-    const service = await startService({ RATE_LIMIT_PER_MINUTE: String(rateLimit) });
+    const service = await startService({ RATE_LIMIT_PER_MINUTE: String(rateLimit), PASSWORD_CHECKS_PER_MINUTE: String(rateLimit) });
     const limited = await startService({ RATE_LIMIT_PER_MINUTE: '1' }).catch(async (error: unknown) => {
       await service.stop();
       throw error;

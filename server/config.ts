@@ -113,6 +113,8 @@ const variables = z.object({
   LOGIN_FAILURES_PER_ACCOUNT: int(1, 1_000_000).default(10),
   LOGIN_FAILURES_PER_ADDRESS: int(1, 1_000_000).default(30),
   LOGIN_LOCKOUT_MINUTES: int(1, 1_440).default(15),
+  // Password checks (HTTP Basic, successful or not) a minute per account: README "Configuration".
+  PASSWORD_CHECKS_PER_MINUTE: int(1, 1_000_000).default(10),
   SIGNUPS_PER_ADDRESS_PER_HOUR: int(1, 1_000_000).default(10),
   // Password hashes at once per process, and how many may wait (docs/operations.md, "Password hashing").
   PASSWORD_HASH_CONCURRENCY: int(1, 64).optional(),
@@ -185,6 +187,8 @@ const schema = variables
     loginFailuresPerAccount: e.LOGIN_FAILURES_PER_ACCOUNT,
     loginFailuresPerAddress: e.LOGIN_FAILURES_PER_ADDRESS,
     loginLockoutMs: e.LOGIN_LOCKOUT_MINUTES * 60_000,
+    /** HTTP Basic password checks a minute per account, the right password too. */
+    passwordChecksPerMinute: e.PASSWORD_CHECKS_PER_MINUTE,
     /** Accounts one client address may create an hour (POST /accounts that answer 201). */
     signupsPerAddressPerHour: e.SIGNUPS_PER_ADDRESS_PER_HOUR,
     /** How many password hashes run at once in this process and how many wait (server/passwords.ts). */

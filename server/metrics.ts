@@ -46,7 +46,7 @@ const pages: ReadonlyArray<{ operation: string; route: string; prefix?: boolean 
 ];
 const docsAssets = '/docs/assets/';
 
-const limiters: readonly RateLimiterName[] = ['address', 'account', 'login-account', 'login-address', 'signup'];
+const limiters: readonly RateLimiterName[] = ['address', 'account', 'login-account', 'login-address', 'password-checks', 'signup'];
 
 // Requests of this service take about a millisecond; the top buckets catch a stalled database.
 const durationBuckets = [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10];

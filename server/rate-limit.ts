@@ -7,6 +7,9 @@
 // - failed HTTP Basic logins, per account and per address: past the limit, Basic
 //   answers 429 until the window ends. API keys keep working, so a guesser cannot lock
 //   a real user out of the keys they already have.
+// - password checks per account, successful ones too: each costs a hash's worth of CPU
+//   (server/passwords.ts), the dearest thing a customer can ask for, so one account may
+//   have few of them a minute whatever its per-account request limit.
 // Every counter lives in a store made by one factory (in memory by default), the seam
 // for the store shared between processes (server/rate-limit-store.ts).
 import { createHash } from 'node:crypto';
@@ -17,7 +20,7 @@ import { ApiError } from './errors';
 import type { Logger } from './log';
 import { credentialsOf } from './security';
 
-export type RateLimiterName = 'address' | 'account' | 'login-account' | 'login-address' | 'signup';
+export type RateLimiterName = 'address' | 'account' | 'login-account' | 'login-address' | 'password-checks' | 'signup';
 
 /** Makes the store behind one limiter; called once per limiter, with its name. */
 export type RateLimitStoreFactory = (name: RateLimiterName) => Store;
@@ -116,7 +119,9 @@ function limiter(name: RateLimiterName, store: Store, log: Logger, options: Limi
     ? 'Too many failed logins'
     : name === 'signup'
       ? 'Too many sign-ups from this address'
-      : 'Too many requests';
+      : name === 'password-checks'
+        ? 'Too many password checks for this account'
+        : 'Too many requests';
 
   const decide = (req: Request, res: Response, next: NextFunction, key: string, hit: ClientRateLimitInfo) => {
     const now = Date.now();
@@ -182,7 +187,7 @@ export type OnRefusal = (limiter: RateLimiterName) => void;
 export interface RateLimiters {
   /** Every request, before authentication. */
   perAddress: RequestHandler;
-  /** HTTP Basic attempts; only failures count. */
+  /** HTTP Basic attempts: failures per account and address, then every password check per account. */
   logins: RequestHandler;
   /** Authenticated requests; after the validator's security step. */
   perAccount: RequestHandler;
@@ -198,6 +203,7 @@ export function createRateLimiters(
     | 'loginFailuresPerAccount'
     | 'loginFailuresPerAddress'
     | 'loginLockoutMs'
+    | 'passwordChecksPerMinute'
     | 'signupsPerAddressPerHour'
   >,
   log: Logger,
@@ -235,6 +241,25 @@ export function createRateLimiters(
     },
     onRefusal,
   );
+  // Every password check, the right password too, per account (the email it names, known
+  // or not): after the lockouts, so that a locked-out login is not counted here.
+  const perPasswordChecks = limiter(
+    'password-checks',
+    stores('password-checks'),
+    log,
+    {
+      windowMs: 60_000,
+      limit: config.passwordChecksPerMinute,
+      headers: false,
+      keyGenerator: (req) => {
+        const credentials = credentialsOf(req);
+        return `email:${credentials.scheme === 'basic' ? credentials.email.toLowerCase() : ''}`;
+      },
+      // A request turned away before its check (503 while the hashing queue is full) made none.
+      counts: (res) => res.statusCode !== 503,
+    },
+    onRefusal,
+  );
   return {
     perAddress: limiter(
       'address',
@@ -252,8 +277,12 @@ export function createRateLimiters(
     // Only HTTP Basic requests are login attempts; the hot GETs never send one.
     logins: (req, res, next) => {
       if (credentialsOf(req).scheme !== 'basic') return next();
-      // decide() returns what `next` returns, so this promise settles after the second one.
-      return perLoginAccount(req, res, (err?: unknown) => (err === undefined ? perLoginAddress(req, res, next) : next(err)));
+      // decide() returns what `next` returns, so this promise settles after the last one.
+      return perLoginAccount(req, res, (err?: unknown) =>
+        err === undefined
+          ? perLoginAddress(req, res, (err2?: unknown) => (err2 === undefined ? perPasswordChecks(req, res, next) : next(err2)))
+          : next(err),
+      );
     },
     perAccount: limiter(
       'account',

@@ -31,6 +31,7 @@ describe("openapi.yaml's info.x-limits (the defaults no response header states)"
       failedLoginsPerAccount: config.loginFailuresPerAccount,
       failedLoginsPerAddress: config.loginFailuresPerAddress,
       failedLoginWindowSeconds: config.loginLockoutMs / 1000,
+      passwordChecksPerAccountPerMinute: config.passwordChecksPerMinute,
       activeKeysPerAccount: config.bounds.activeApiKeysPerAccount,
     });
   });

@@ -44,6 +44,8 @@ export function testConfig(env: Record<string, string> = {}): Config {
     // Tests log in with wrong passwords on purpose; the lockout has its own tests.
     LOGIN_FAILURES_PER_ACCOUNT: '100000',
     LOGIN_FAILURES_PER_ADDRESS: '100000',
+    // Tests make many keys with one password; the bound on password checks has its own tests.
+    PASSWORD_CHECKS_PER_MINUTE: '100000',
     // Every test signs up from one address; the sign-up limit has its own tests.
     SIGNUPS_PER_ADDRESS_PER_HOUR: '100000',
     // Tests sign up and log in many at once; the bound on waiting hashes has its own tests.

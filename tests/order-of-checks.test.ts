@@ -8,7 +8,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import request from 'supertest';
 import { startServer, type ServerProcess } from '../scripts/server-process';
-import { admin, customer, expectError, setupApp, type Caller } from './helpers';
+import { admin, customer, expectError, password, setupApp, type Caller } from './helpers';
 
 const json = { 'Content-Type': 'application/json' };
 
@@ -73,6 +73,20 @@ describe('the order of checks', () => {
       ['a path parameter that is not an integer', () => request(t.app).get('/store/orders/1e3')],
     ])('answers %s without a key with 401', async (_what, send) => {
       expectError(await send(), 401, 'unauthorized');
+    });
+  });
+
+  describe('the password-check limit before the password and the input', () => {
+    it('answers 429, not 400, to an account past its password checks sending a bad body with its right password', async () => {
+      const limited = setupApp({ env: { PASSWORD_CHECKS_PER_MINUTE: '1' } });
+      const user = await customer(limited.app);
+      const res = await request(limited.app).post('/api-keys').auth(user.email, password).set(json).send({ name: 7 });
+      expectError(res, 429, 'rate_limited');
+      expect(res.body.message).toMatch(/password checks/);
+      // The same body with the check to spare is the body's 400.
+      const other = await customer(t.app);
+      const bad = await request(t.app).post('/api-keys').auth(other.email, password).set(json).send({ name: 7 });
+      expectError(bad, 400, 'validation_failed');
     });
   });
 

@@ -1,6 +1,6 @@
 // Rate limits a client cannot dodge: per address before authentication, per account
-// after it, failed Basic logins per account and per address, and the client address
-// taken only from proxies the operator named.
+// after it, failed Basic logins per account and per address, every password check per
+// account, and the client address taken only from proxies the operator named.
 import { createHash } from 'node:crypto';
 import request from 'supertest';
 import { loadConfig } from '../server/config';
@@ -104,6 +104,97 @@ describe('failed HTTP Basic logins', () => {
     for (let i = 0; i < 3; i++)
       expectError(await request(t.app).post('/api-keys').auth(uniqueEmail('spray'), 'guess'), 401, 'unauthorized');
     expectError(await request(t.app).post('/api-keys').auth(uniqueEmail('spray'), 'guess'), 429, 'rate_limited');
+  });
+});
+
+describe('password checks per account, successful ones too', () => {
+  const env = { PASSWORD_CHECKS_PER_MINUTE: '3', LOGIN_FAILURES_PER_ACCOUNT: '1000', TRUST_PROXY: 'loopback' };
+  const makeKey = (email: string, pw = password, from = '198.51.100.20') =>
+    request(t().app).post('/api-keys').auth(email, pw).set('X-Forwarded-For', from);
+  let app: ReturnType<typeof setupApp> | undefined;
+  const t = () => app as ReturnType<typeof setupApp>;
+  beforeEach(() => {
+    app = setupApp({ env });
+  });
+
+  it('refuses the right password past the limit, from any address, with 429 and the Retry-After of its minute', async () => {
+    const began = Date.now();
+    // customer() checked the password once to make its key; two more, from other addresses.
+    const user = await customer(t().app);
+    expect((await makeKey(user.email, password, '198.51.100.21')).status).toBe(201);
+    expect((await makeKey(user.email, password, '198.51.100.22')).status).toBe(201);
+    const refused = await makeKey(user.email, password, '198.51.100.23');
+    expectError(refused, 429, 'rate_limited');
+    expect(refused.body.message).toMatch(/password checks/);
+    // The minute began with the first check: what is left of it, whole seconds rounded up.
+    const retryAfter = Number(refused.headers['retry-after']);
+    expect(retryAfter).toBeLessThanOrEqual(60);
+    expect(retryAfter).toBeGreaterThanOrEqual(Math.floor(60 - (Date.now() - began) / 1000));
+    // A wrong password is refused the same way, before it is checked: no 401, no failed login.
+    expectError(await makeKey(user.email, 'a guess'), 429, 'rate_limited');
+    // The email is matched whatever its case.
+    expectError(await makeKey(user.email.toUpperCase()), 429, 'rate_limited');
+    // The account's key keeps working.
+    expect((await request(t().app).get('/api-keys').set(user.auth)).status).toBe(200);
+  });
+
+  it('leaves other accounts alone', async () => {
+    const busy = await customer(t().app);
+    for (let i = 0; i < 2; i++) expect((await makeKey(busy.email)).status).toBe(201);
+    expectError(await makeKey(busy.email), 429, 'rate_limited');
+    // Another account, from the same address: its own three checks.
+    const other = await customer(t().app);
+    for (let i = 0; i < 2; i++) expect((await makeKey(other.email)).status).toBe(201);
+    expectError(await makeKey(other.email), 429, 'rate_limited');
+  });
+
+  it('counts wrong passwords as checks too', async () => {
+    const user = await customer(t().app);
+    expectError(await makeKey(user.email, 'guess 1'), 401, 'unauthorized');
+    expectError(await makeKey(user.email, 'guess 2'), 401, 'unauthorized');
+    const refused = await makeKey(user.email);
+    expectError(refused, 429, 'rate_limited');
+    expect(refused.body.message).toMatch(/password checks/);
+  });
+
+  it('keeps the failed-login lockout of an account, which answers first', async () => {
+    const both = setupApp({ env: { PASSWORD_CHECKS_PER_MINUTE: '4', LOGIN_FAILURES_PER_ACCOUNT: '2', TRUST_PROXY: 'loopback' } });
+    const victim = await customer(both.app);
+    for (let i = 0; i < 2; i++)
+      expectError(await request(both.app).post('/api-keys').auth(victim.email, `guess ${i}`), 401, 'unauthorized');
+    // Three checks so far, one left; the lockout refuses before it, again and again.
+    for (let i = 0; i < 3; i++) {
+      const locked = await request(both.app).post('/api-keys').auth(victim.email, password);
+      expectError(locked, 429, 'rate_limited');
+      expect(locked.body.message).toMatch(/failed logins/);
+      expect(Number(locked.headers['retry-after'])).toBeGreaterThan(60);
+    }
+    // Another account is neither locked out nor limited.
+    const other = await customer(both.app);
+    expect((await request(both.app).post('/api-keys').auth(other.email, password)).status).toBe(201);
+  });
+
+  it('does not count what the failed-login limits refuse', async () => {
+    const both = setupApp({ env: { PASSWORD_CHECKS_PER_MINUTE: '4', LOGIN_FAILURES_PER_ADDRESS: '2', TRUST_PROXY: 'loopback' } });
+    const user = await customer(both.app);
+    const from = (address: string, pw = password) =>
+      request(both.app).post('/api-keys').auth(user.email, pw).set('X-Forwarded-For', address);
+    for (let i = 0; i < 2; i++) expectError(await from('203.0.113.1', `guess ${i}`), 401, 'unauthorized');
+    // That address is locked out; its refusals check no password and spend none of the account's checks.
+    for (let i = 0; i < 5; i++) {
+      const locked = await from('203.0.113.1');
+      expectError(locked, 429, 'rate_limited');
+      expect(locked.body.message).toMatch(/failed logins/);
+    }
+    // Three checks so far: a fourth from elsewhere, then the account's limit.
+    expect((await from('203.0.113.2')).status).toBe(201);
+    const refused = await from('203.0.113.3');
+    expectError(refused, 429, 'rate_limited');
+    expect(refused.body.message).toMatch(/password checks/);
+  });
+
+  it('is 10 a minute by default', () => {
+    expect(loadConfig({}).passwordChecksPerMinute).toBe(10);
   });
 });
 

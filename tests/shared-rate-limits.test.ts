@@ -52,6 +52,18 @@ describe('in one process, the leases answer as the in-memory counters do', () =>
     expect(answers.map((a) => a.slice(0, 3))).toEqual(['201', '401', '201', '201', '401', '201', '401', '429', '429', '429']);
   });
 
+  it('counting every password check, right or wrong', async () => {
+    const answers = await sameAnswers({ PASSWORD_CHECKS_PER_MINUTE: '4' }, async (app) => {
+      const me = await customer(app, uniqueEmail('checks'));
+      const out: string[] = [];
+      for (const pw of [password, 'guess', password, password, 'guess'])
+        out.push(seen(await request(app).post('/api-keys').auth(me.email, pw)));
+      return out;
+    });
+    expect(answers.map((a) => a.slice(0, 3))).toEqual(['201', '401', '201', '429', '429']);
+    expect(answers[3]).toMatch(/Retry-After$/);
+  });
+
   it('counting only sign-ups that made an account', async () => {
     const answers = await sameAnswers({ SIGNUPS_PER_ADDRESS_PER_HOUR: '2' }, async (app) => {
       const taken = uniqueEmail('taken');

@@ -22,7 +22,7 @@ import { request as httpRequest } from 'node:http';
 import { cpus, loadavg, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { clockTicks, customerKey, freePort, median, num, stat } from './common';
-import { ensureWrk, wrk, type Load } from './wrk';
+import { canPin, ensureWrk, wrk, type Load } from './wrk';
 import { openDatabase } from '../../db/client';
 import { createSqliteStorage } from '../../db/sqlite-storage';
 import { createStore } from '../../domain/store';
@@ -44,10 +44,6 @@ const petId = 1;
 const maxStock = 1_000_000;
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
-
-const pinning = process.platform === 'linux' && spawnSync('taskset', ['-V']).status === 0;
-const cores = pinning ? (spawnSync('nproc').stdout?.toString().trim() ?? '1') : '1';
-const canPin = pinning && Number(cores) >= 2;
 
 // ---- processes -------------------------------------------------------------------
 

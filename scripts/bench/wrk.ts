@@ -26,6 +26,15 @@ export interface WrkResult {
   errors: number;
 }
 
+/**
+ * Whether servers and wrk can be kept apart (taskset and at least two cores): the servers
+ * started with `taskset -c 0`, wrk given `core: 1`.
+ */
+export const canPin =
+  process.platform === 'linux' &&
+  spawnSync('taskset', ['-V']).status === 0 &&
+  Number(spawnSync('nproc').stdout?.toString().trim() || '1') >= 2;
+
 /** Installs wrk when it is missing (scripts/ensure-wrk.sh); throws with the reason when it cannot. */
 export function ensureWrk(): void {
   if (spawnSync('wrk', ['--version']).error === undefined) return;
