@@ -114,7 +114,7 @@ const variables = z.object({
   LOGIN_FAILURES_PER_ADDRESS: int(1, 1_000_000).default(30),
   LOGIN_LOCKOUT_MINUTES: int(1, 1_440).default(15),
   // Password checks (HTTP Basic, successful or not) a minute per account: README "Configuration".
-  PASSWORD_CHECKS_PER_MINUTE: int(1, 1_000_000).default(10),
+  PASSWORD_CHECKS_PER_MINUTE: int(1, 1_000_000).default(30),
   SIGNUPS_PER_ADDRESS_PER_HOUR: int(1, 1_000_000).default(10),
   // Password hashes at once per process, and how many may wait (docs/operations.md, "Password hashing").
   PASSWORD_HASH_CONCURRENCY: int(1, 64).optional(),

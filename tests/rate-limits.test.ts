@@ -193,8 +193,8 @@ describe('password checks per account, successful ones too', () => {
     expect(refused.body.message).toMatch(/password checks/);
   });
 
-  it('is 10 a minute by default', () => {
-    expect(loadConfig({}).passwordChecksPerMinute).toBe(10);
+  it('is 30 a minute by default', () => {
+    expect(loadConfig({}).passwordChecksPerMinute).toBe(30);
   });
 });
 

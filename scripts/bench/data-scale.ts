@@ -14,7 +14,7 @@
 // Then what one customer can cost: CPU time per request of the service process
 // (/proc/PID/stat, its threads included) for the dearest requests a customer may make,
 // times the most of them the default limits allow one customer (RATE_LIMIT_PER_MINUTE,
-// 600 a minute; PASSWORD_CHECKS_PER_MINUTE, 10, for the password): the share of one
+// 600 a minute; PASSWORD_CHECKS_PER_MINUTE, 30, for the password): the share of one
 // core a customer holds at its limits. Goal: <= 10%.
 //
 // First SQLite, then PostgreSQL on a throwaway server (scripts/with-postgres.sh; set
@@ -364,7 +364,7 @@ const costCases: Case[] = [
   // The service runs with no cap on active keys here, so that each is a 201 (a customer at
   // its 20 keys revokes one per key it makes: half its requests), and with the failed-login
   // limits raised (the requests the load generator cuts off when it stops count as failures),
-  // and so are the password checks: the table counts it at their default, 10 a minute.
+  // and so are the password checks: the table counts it at their default.
   { name: 'POST /api-keys (HTTP Basic: password hash)', path: '/api-keys', who: 'customer', method: 'POST', basic: true, connections: 1 },
 ];
 
