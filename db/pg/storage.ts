@@ -31,8 +31,8 @@ type Executor = NodePgDatabase<typeof schema>;
 const maxId = 9007199254740991;
 
 /**
- * A page of the rows whose `equal` columns hold the given values, after id `after`, in id
- * order. With one such column, written as a range of row values, `(a, id) > (x, after) and
+ * A page of the rows whose `equal` columns hold the values of the placeholders named
+ * beside them, after id `after`, in id order. With one such column, written as a range of row values, `(a, id) > (x, after) and
  * (a, id) <= (x, max) order by a, id`: only an index on (a, id) yields that order, so the
  * page is read from it whatever the statistics say. Written as `a = x and id > after order
  * by id`, PostgreSQL walks the primary key and checks a row by row when it expects a to
@@ -41,13 +41,14 @@ const maxId = 9007199254740991;
  * order). With two or more, the index on all of them is the most selective by the
  * statistics, and is chosen for it (tests/list-plans.test.ts checks both).
  */
-function keysetPage(equal: Array<[AnyPgColumn, unknown]>, id: AnyPgColumn, after: number): { where: SQL | undefined; orderBy: SQL[] } {
+function keysetPage(equal: Array<[AnyPgColumn, string]>, id: AnyPgColumn): { where: SQL | undefined; orderBy: SQL[] } {
+  const after = p('after');
   const [only, ...more] = equal;
   if (!only) return { where: gt(id, after), orderBy: [asc(id)] };
-  if (more.length > 0) return { where: and(gt(id, after), ...equal.map(([c, v]) => eq(c, v))), orderBy: [asc(id)] };
-  const [column, value] = only;
+  if (more.length > 0) return { where: and(gt(id, after), ...equal.map(([c, name]) => eq(c, p(name)))), orderBy: [asc(id)] };
+  const [column, name] = only;
   return {
-    where: and(sql`(${column}, ${id}) > (${value}, ${after})`, sql`(${column}, ${id}) <= (${value}, ${maxId})`),
+    where: and(sql`(${column}, ${id}) > (${p(name)}, ${after})`, sql`(${column}, ${id}) <= (${p(name)}, ${maxId})`),
     orderBy: [asc(column), asc(id)],
   };
 }
@@ -59,8 +60,9 @@ const bound = (name: string) => sql`${p(name)}`;
 /**
  * The queries, over `db` (the pool, or one pooled connection for a transaction). The ones
  * every request or rule makes are named prepared statements, built here once per `db`:
- * each connection parses and plans them once, then only binds and runs them. Those whose
- * shape depends on their arguments (lists with filters) are built per call.
+ * each connection parses and plans them once, then only binds and runs them. A list's
+ * page is one statement per combination of its filters (keysetPage), so that a list
+ * request neither builds its SQL in drizzle nor has it parsed again.
  */
 function createQueries(db: Executor): Queries {
   const first = <T>(rows: T[]): T | null => rows[0] ?? null;
@@ -88,6 +90,65 @@ function createQueries(db: Executor): Queries {
       .limit(p('limit'))
       .prepare(`list_pets_by_ids${status ? '_status' : ''}${category ? '_category' : ''}`);
   const petsByIdsShapes = [petsByIds(false, false), petsByIds(true, false), petsByIds(false, true), petsByIds(true, true)];
+  // The lists' pages: `where` and `order by` from keysetPage, over placeholders named as
+  // the filters (and `after`, `limit`).
+  const petsPage = (status: boolean, category: boolean) => {
+    const equal: Array<[AnyPgColumn, string]> = [];
+    if (category) equal.push([pets.categoryId, 'categoryId']);
+    if (status) equal.push([pets.status, 'status']);
+    const { where, orderBy } = keysetPage(equal, pets.id);
+    return db
+      .select()
+      .from(pets)
+      .where(where)
+      .orderBy(...orderBy)
+      .limit(p('limit'))
+      .prepare(`list_pets${status ? '_status' : ''}${category ? '_category' : ''}`);
+  };
+  const petsPages = [petsPage(false, false), petsPage(true, false), petsPage(false, true), petsPage(true, true)];
+  const inventoryPage = (status: boolean) => {
+    const { where, orderBy } = keysetPage(status ? [[pets.status, 'status']] : [], pets.id);
+    return db
+      .select(inventoryColumns)
+      .from(pets)
+      .innerJoin(inventory, eq(inventory.petId, pets.id))
+      .where(where)
+      .orderBy(...orderBy)
+      .limit(p('limit'))
+      .prepare(`list_inventory${status ? '_status' : ''}`);
+  };
+  const inventoryPages = [inventoryPage(false), inventoryPage(true)];
+  const ordersPage = (account: boolean, complete: boolean) => {
+    const equal: Array<[AnyPgColumn, string]> = [];
+    if (account) equal.push([orders.accountId, 'accountId']);
+    if (complete) equal.push([orders.complete, 'complete']);
+    const { where, orderBy } = keysetPage(equal, orders.id);
+    return db
+      .select()
+      .from(orders)
+      .where(where)
+      .orderBy(...orderBy)
+      .limit(p('limit'))
+      .prepare(`list_orders${account ? '_of_account' : ''}${complete ? '_complete' : ''}`);
+  };
+  const ordersPages = [ordersPage(false, false), ordersPage(true, false), ordersPage(false, true), ordersPage(true, true)];
+  const apiKeysPage = (() => {
+    const { where, orderBy } = keysetPage([[apiKeys.accountId, 'accountId']], apiKeys.id);
+    return db
+      .select()
+      .from(apiKeys)
+      .where(where)
+      .orderBy(...orderBy)
+      .limit(p('limit'))
+      .prepare('list_api_keys');
+  })();
+  const categoriesPage = db
+    .select()
+    .from(categories)
+    .where(gt(categories.id, p('after')))
+    .orderBy(asc(categories.id))
+    .limit(p('limit'))
+    .prepare('list_categories');
   const prepared = {
     findAccountByEmail: db
       .select()
@@ -253,15 +314,7 @@ function createQueries(db: Executor): Queries {
     insertApiKey: async (input) => toApiKey((await db.insert(apiKeys).values(input).returning())[0]!),
     findKeyOwner: async (hash) => first(await prepared.findKeyOwner.execute({ hash })),
     async listApiKeys(accountId, page) {
-      const { where, orderBy } = keysetPage([[apiKeys.accountId, accountId]], apiKeys.id, page.after);
-      return (
-        await db
-          .select()
-          .from(apiKeys)
-          .where(where)
-          .orderBy(...orderBy)
-          .limit(page.limit)
-      ).map(toApiKey);
+      return (await apiKeysPage.execute({ ...page, accountId })).map(toApiKey);
     },
     async revokeApiKey(accountId, keyId, at) {
       const owned = first(
@@ -282,10 +335,7 @@ function createQueries(db: Executor): Queries {
     },
     countActiveApiKeys: async (accountId, now) => first(await prepared.countActiveApiKeys.execute({ accountId, now }))?.n ?? 0,
 
-    listCategories: async (page) =>
-      (await db.select().from(categories).where(gt(categories.id, page.after)).orderBy(asc(categories.id)).limit(page.limit)).map(
-        toCategory,
-      ),
+    listCategories: async (page) => (await categoriesPage.execute({ ...page })).map(toCategory),
     async findCategory(id) {
       const row = first(await prepared.findCategory.execute({ id }));
       return row ? toCategory(row) : null;
@@ -310,23 +360,13 @@ function createQueries(db: Executor): Queries {
     petInCategory: async (categoryId) => first(await prepared.petInCategory.execute({ id: categoryId }))?.id ?? null,
 
     async listPets(filter, page) {
-      const equal: Array<[AnyPgColumn, unknown]> = [];
-      if (filter.categoryId !== undefined) equal.push([pets.categoryId, filter.categoryId]);
-      if (filter.status !== undefined) equal.push([pets.status, filter.status]);
+      const shape = (filter.status !== undefined ? 1 : 0) + (filter.categoryId !== undefined ? 2 : 0);
+      const values = { ...page, status: filter.status, categoryId: filter.categoryId };
       // Ids asked for (at most 100) are primary-key lookups; the other filters are checked on each.
       if (filter.ids !== undefined) {
-        const statement = petsByIdsShapes[(filter.status !== undefined ? 1 : 0) + (filter.categoryId !== undefined ? 2 : 0)]!;
-        return (await statement.execute({ ...page, ids: filter.ids, status: filter.status, categoryId: filter.categoryId })).map(toPet);
+        return (await petsByIdsShapes[shape]!.execute({ ...values, ids: filter.ids })).map(toPet);
       }
-      const { where, orderBy } = keysetPage(equal, pets.id, page.after);
-      return (
-        await db
-          .select()
-          .from(pets)
-          .where(where)
-          .orderBy(...orderBy)
-          .limit(page.limit)
-      ).map(toPet);
+      return (await petsPages[shape]!.execute(values)).map(toPet);
     },
     async findPet(id) {
       const row = first(await prepared.findPet.execute({ id }));
@@ -349,16 +389,7 @@ function createQueries(db: Executor): Queries {
       await db.delete(pets).where(eq(pets.id, id));
     },
 
-    async listInventory(filter, page) {
-      const { where, orderBy } = keysetPage(filter.status === undefined ? [] : [[pets.status, filter.status]], pets.id, page.after);
-      return db
-        .select(inventoryColumns)
-        .from(pets)
-        .innerJoin(inventory, eq(inventory.petId, pets.id))
-        .where(where)
-        .orderBy(...orderBy)
-        .limit(page.limit);
-    },
+    listInventory: (filter, page) => inventoryPages[filter.status === undefined ? 0 : 1]!.execute({ ...page, status: filter.status }),
     findInventory: async (petId) => first(await prepared.findInventory.execute({ petId })),
     lockStock: async (petId) => first(await prepared.lockStock.execute({ petId })),
     async setStock(petId, quantity) {
@@ -366,18 +397,9 @@ function createQueries(db: Executor): Queries {
     },
 
     async listOrders(viewer, filter, page) {
-      const equal: Array<[AnyPgColumn, unknown]> = [];
-      if (viewer.role !== 'admin') equal.push([orders.accountId, viewer.accountId]);
-      if (filter.complete !== undefined) equal.push([orders.complete, filter.complete]);
-      const { where, orderBy } = keysetPage(equal, orders.id, page.after);
-      return (
-        await db
-          .select()
-          .from(orders)
-          .where(where)
-          .orderBy(...orderBy)
-          .limit(page.limit)
-      ).map(toOrder);
+      const ofAccount = viewer.role !== 'admin';
+      const statement = ordersPages[(ofAccount ? 1 : 0) + (filter.complete !== undefined ? 2 : 0)]!;
+      return (await statement.execute({ ...page, accountId: viewer.accountId, complete: filter.complete })).map(toOrder);
     },
     async findOrder(viewer, id) {
       const row = first(
