@@ -244,6 +244,7 @@ async function postgresEngine(adminUrl: string): Promise<Engine> {
     async close() {
       spy.mockRestore();
       await explain.end();
+      await db.$client.end();
     },
   };
 }
