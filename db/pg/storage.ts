@@ -32,14 +32,15 @@ const maxId = 9007199254740991;
 
 /**
  * A page of the rows whose `equal` columns hold the values of the placeholders named
- * beside them, after id `after`, in id order. With one such column, written as a range of row values, `(a, id) > (x, after) and
- * (a, id) <= (x, max) order by a, id`: only an index on (a, id) yields that order, so the
- * page is read from it whatever the statistics say. Written as `a = x and id > after order
- * by id`, PostgreSQL walks the primary key and checks a row by row when it expects a to
- * match often: a walk as long as the table when the rows that match all lie at its end,
- * which its statistics cannot see (`a = x` would make a a constant, dropped from the
- * order). With two or more, the index on all of them is the most selective by the
- * statistics, and is chosen for it (tests/list-plans.test.ts checks both).
+ * beside them, after id `after`, in id order. With one such column, written as a range of
+ * row values, `(a, id) > (x, after) and (a, id) <= (x, max) order by a, id`: only an
+ * index on (a, id) yields that order, so the page is read from it whatever the statistics
+ * say. Written as `a = x and id > after order by id`, PostgreSQL walks the primary key and
+ * checks a row by row when it expects a to match often: a walk as long as the table when
+ * the rows that match all lie at its end, which its statistics cannot see (`a = x` would
+ * make a a constant, dropped from the order). With two or more, the index on all of them
+ * is the most selective by the statistics, and is chosen for it (tests/list-plans.test.ts
+ * checks both, with the values and as the generic plan).
  */
 function keysetPage(equal: Array<[AnyPgColumn, string]>, id: AnyPgColumn): { where: SQL | undefined; orderBy: SQL[] } {
   const after = p('after');
