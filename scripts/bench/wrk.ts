@@ -84,25 +84,17 @@ export function parseWrk(out: string, seconds: number): WrkResult {
 }
 
 /**
- * wrk ahead of whatever shares its core (PostgreSQL's processes in bench:scale, other
- * work on the machine): a wrk that waits for the core reads answers late, and counts its
- * own wait as the service's latency, which a client on another machine would not see.
- * Raising a priority takes root; elsewhere wrk runs at the default one.
- */
-const ahead = process.getuid?.() === 0 ? ['nice', '-n', '-10'] : [];
-
-/**
  * `seconds` of load on 127.0.0.1:`port` from `connections` keep-alive connections, one wrk
- * thread (pinned to `core` when given, and ahead of what shares it), cycling through `loads`.
+ * thread (pinned to `core` when given), cycling through `loads`.
  */
 export function wrk(port: number, loads: Load[], options: { connections: number; seconds: number; core?: number }): Promise<WrkResult> {
   const dir = mkdtempSync(join(tmpdir(), 'petstore-wrk-'));
   const script = join(dir, 'requests.lua');
   writeFileSync(script, lua(loads));
   const args = ['-t1', `-c${options.connections}`, `-d${options.seconds}s`, '--latency', '-s', script, `http://127.0.0.1:${port}/`];
-  const command = options.core === undefined ? ['wrk', ...args] : [...ahead, 'taskset', '-c', String(options.core), 'wrk', ...args];
+  const [cmd, ...rest] = options.core === undefined ? ['wrk', ...args] : ['taskset', '-c', String(options.core), 'wrk', ...args];
   return new Promise((resolve, reject) => {
-    const child = spawn(command[0] as string, command.slice(1), { stdio: ['ignore', 'pipe', 'pipe'] });
+    const child = spawn(cmd, rest, { stdio: ['ignore', 'pipe', 'pipe'] });
     let out = '';
     let err = '';
     child.stdout.on('data', (chunk: Buffer) => (out += chunk.toString()));
