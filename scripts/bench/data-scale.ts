@@ -37,7 +37,7 @@ import { createPasswordHashing } from '../../server/passwords';
 import { generateApiKey } from '../../server/security';
 import { loadSpec } from '../../server/spec';
 import { clockTicks, freePort, median, num, stat } from './common';
-import { canPin, ensureWrk, wrk } from './wrk';
+import { canPin, ensureWrk, pooled, wrk } from './wrk';
 
 const root = join(__dirname, '..', '..');
 const pets = Math.floor(num('BENCH_SCALE_PETS', 1_000_000));
@@ -392,18 +392,26 @@ function checkCoverage(): void {
 
 interface Sample {
   rps: number;
+  /** wrk's p99; a row's is over the answers of all its rounds together (pooled()). */
   p99: number;
   /**
    * p99 of the service's own durationMs (its access log): from the request's arrival in the
    * service to its answer. What p99 has beyond it is waiting outside: for a core, or in the socket.
    */
   insideP99: number;
+  /** What the rounds' percentiles are taken over: answers, wrk's tail, the service's durations. */
+  requests: number;
+  tail: Array<[number, number]>;
+  inside: number[];
   /** Service CPU ms per request. */
   cpuMs: number;
   bad: number;
   /** Answers by status, when some were not 2xx. */
   statuses: string;
 }
+
+/** A row of the table: a case over its rounds. */
+type Summary = Omit<Sample, 'requests' | 'tail' | 'inside'>;
 
 const cpuTicks = (pid: number) => stat(pid)?.own ?? NaN;
 
@@ -451,10 +459,14 @@ async function fire({ port, pid, log }: Service, c: Case, keys: Keys, duration: 
   );
   const served = result.requests;
   const bad = result.non2xx + result.errors;
+  const inside = durations(log, logFrom);
   return {
     rps: served / (result.seconds || duration),
     p99: result.p99,
-    insideP99: percentile(durations(log, logFrom), 99),
+    insideP99: percentile(inside, 99),
+    requests: served,
+    tail: result.tail,
+    inside,
     cpuMs: ((cpuTicks(pid) - before) / clockTicks / Math.max(1, served)) * 1000,
     bad,
     statuses: bad ? `${result.non2xx} not 2xx, ${result.errors} socket errors` : '',
@@ -531,16 +543,28 @@ async function run(engine: string, env: Record<string, string>, keys: Keys): Pro
         before = after;
       }
     }
+    // A p99 is over all the answers of its rounds: a median of each round's p99 would drop
+    // a round with a stall (another process on the core) altogether, and read a round's
+    // 2 s of answers as if its 30 slowest were the whole tail.
     const baseRps = median(base.map((b) => b.rps));
-    const baseP99 = median(base.map((b) => b.p99));
-    const baseInside = median(base.map((b) => b.insideP99));
+    const baseP99 = pooled(base, 99);
+    const baseInside = percentile(
+      base.flatMap((b) => b.inside),
+      99,
+    );
     const baseCpu = median(base.map((b) => b.cpuMs));
     const rows = selected.map((c, i) => {
       const r = runs[i]!;
-      const s: Sample = {
+      const s: Summary = {
         rps: median(r.map((x) => x.s.rps)),
-        p99: median(r.map((x) => x.s.p99)),
-        insideP99: median(r.map((x) => x.s.insideP99)),
+        p99: pooled(
+          r.map((x) => x.s),
+          99,
+        ),
+        insideP99: percentile(
+          r.flatMap((x) => x.s.inside),
+          99,
+        ),
         cpuMs: median(r.map((x) => x.s.cpuMs)),
         bad: r.reduce((n, x) => n + x.s.bad, 0),
         statuses: r.map((x) => x.s.statuses).join('; '),
@@ -552,7 +576,7 @@ async function run(engine: string, env: Record<string, string>, keys: Keys): Pro
       .map((l) => l.toFixed(1))
       .join(' ');
     console.log(
-      `\n${engine}: ${pets} pets, ${orders} orders, ${accounts} accounts; ${connections} connections from wrk, ${rounds} rounds of ${seconds} s each (medians); ${canPin ? 'service on core 0, wrk on core 1' : 'not pinned'}; load average ${load} on ${cpus().length} cores`,
+      `\n${engine}: ${pets} pets, ${orders} orders, ${accounts} accounts; ${connections} connections from wrk, ${rounds} rounds of ${seconds} s each (medians; p99 over all the rounds' answers); ${canPin ? 'service on core 0, wrk on core 1' : 'not pinned'}; load average ${load} on ${cpus().length} cores`,
     );
     // Beside req/s, the service's CPU per request and what it makes of the ratio (requests
     // per CPU second): on shared cores req/s also says who won them, CPU what a request costs.

@@ -24,6 +24,11 @@ export interface WrkResult {
   /** Answers that were not 2xx or 3xx, and socket errors (connect, read, write, timeout). */
   non2xx: number;
   errors: number;
+  /**
+   * The upper part of the latency distribution: [percent, ms] from the 90th percentile to
+   * the slowest answer, in steps of 0.01, for a percentile over several runs (pooled()).
+   */
+  tail: Array<[number, number]>;
 }
 
 /**
@@ -57,6 +62,12 @@ const lua = (loads: Load[]) => {
     '  i = i % #requests + 1',
     '  return requests[i]',
     'end',
+    // wrk's latencies are in microseconds.
+    'done = function(summary, latency, requests)',
+    '  for k = 9000, 9999 do io.write(string.format("tail %.2f %d\\n", k / 100, latency:percentile(k / 100))) end',
+    // percentile(100) reads 0.
+    '  io.write(string.format("tail 100 %d\\n", latency.max))',
+    'end',
     '',
   ].join('\n');
 };
@@ -80,7 +91,33 @@ export function parseWrk(out: string, seconds: number): WrkResult {
     p99: latency(99),
     non2xx: Number(/Non-2xx or 3xx responses: (\d+)/.exec(out)?.[1] ?? 0),
     errors: socket ? socket.slice(1).reduce((n, x) => n + Number(x), 0) : 0,
+    tail: [...out.matchAll(/^tail ([\d.]+) (\d+)$/gm)].map((m) => [Number(m[1]), Number(m[2]) / 1000] as [number, number]),
   };
+}
+
+/**
+ * The `percent` percentile (90 or above) of the answers of several runs taken together:
+ * the least latency that at least that share of all their answers, each run weighed by
+ * its requests, did not exceed. A median of each run's own percentile would drop a run
+ * with a stall altogether, or take one where a short run's few slowest answers fall.
+ */
+export function pooled(runs: Array<Pick<WrkResult, 'requests' | 'tail'>>, percent: number): number {
+  const total = runs.reduce((n, r) => n + r.requests, 0);
+  // The share of a run's answers at or under `ms`: the highest percentile that is (0 under its 90th).
+  const under = (r: Pick<WrkResult, 'tail'>, ms: number) => {
+    let share = 0;
+    for (const [p, v] of r.tail) {
+      if (v > ms) break;
+      share = p;
+    }
+    return share;
+  };
+  const candidates = [...new Set(runs.flatMap((r) => r.tail.map(([, v]) => v)))].sort((a, b) => a - b);
+  for (const ms of candidates) {
+    const share = runs.reduce((n, r) => n + r.requests * under(r, ms), 0) / total;
+    if (share >= percent) return ms;
+  }
+  return NaN;
 }
 
 /**
