@@ -214,7 +214,8 @@ async function postgresEngine(adminUrl: string): Promise<Engine> {
       let sorts = false;
       const visit = (node: Schema, heap?: string) => {
         const type = node['Node Type'] as string;
-        if (type === 'Sort') sorts = true;
+        // An incremental sort (PostgreSQL 13+) sorts too: every row of each group the index yields.
+        if (type === 'Sort' || type === 'Incremental Sort') sorts = true;
         const table = (node['Relation Name'] as string | undefined) ?? heap;
         if (type === 'Seq Scan') found.push({ table: table as string, index: 'none (scan)', constrained: [], sorts: false });
         if (/Index/.test(type) && node['Index Name']) {
