@@ -38,9 +38,13 @@ const maxId = 9007199254740991;
  * say. Written as `a = x and id > after order by id`, PostgreSQL walks the primary key and
  * checks a row by row when it expects a to match often: a walk as long as the table when
  * the rows that match all lie at its end, which its statistics cannot see (`a = x` would
- * make a a constant, dropped from the order). With two or more, the index on all of them
- * is the most selective by the statistics, and is chosen for it (tests/list-plans.test.ts
- * checks both, with the values and as the generic plan).
+ * make a a constant, dropped from the order). With two or more, the planner picks by its
+ * estimates: the index on all of them where it expects few matches, and on the plan test's
+ * data (tests/list-plans.test.ts, with the values and as the generic plan); at a million
+ * rows it may read an index on fewer of them and check the rest row by row, or read every
+ * match and sort it (docs/performance.md, "Where PostgreSQL's tail is not"). A row range
+ * over all of them was tried and read worse: PostgreSQL estimates a row comparison from
+ * its first column alone.
  */
 function keysetPage(equal: Array<[AnyPgColumn, string]>, id: AnyPgColumn): { where: SQL | undefined; orderBy: SQL[] } {
   const after = p('after');
