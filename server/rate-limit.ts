@@ -87,7 +87,11 @@ export class ImmediateMemoryStore implements Store {
 /** Probes must keep answering while a client is being limited. */
 const isProbe = (req: Request) => req.path === '/healthz' || req.path === '/readyz';
 
-const addressOf = (req: Request) => ipKeyGenerator(req.ip ?? 'unknown');
+// An IPv6 client is counted by its /56 (ipKeyGenerator); an IPv4 address is its own key.
+const addressOf = (req: Request) => {
+  const ip = req.ip ?? 'unknown';
+  return ip.includes(':') ? ipKeyGenerator(ip) : ip;
+};
 
 /** What a limiter needs besides its store: its window, budget, key and scope. */
 interface LimiterOptions {

@@ -31,14 +31,12 @@ export function principalOf(req: Request): Principal {
 /** The Authorization header, parsed once per request (rate limits and security both read it). */
 export type Credentials = { scheme: 'bearer'; key: string } | { scheme: 'basic'; email: string; password: string } | { scheme: 'none' };
 
-const parsedCredentials = new WeakMap<Request, Credentials>();
 // Exactly `Bearer <key>` or `Basic <base64>`: the scheme in any case, one token, nothing after it.
 const authorizationHeader = /^(?:(bearer)|basic) +(\S+)$/i;
 const base64 = /^[A-Za-z0-9+/]+={0,2}$/;
 
 export function credentialsOf(req: Request): Credentials {
-  const known = parsedCredentials.get(req);
-  if (known) return known;
+  if (req.credentials) return req.credentials;
   let credentials: Credentials = { scheme: 'none' };
   const match = authorizationHeader.exec(req.headers.authorization ?? '');
   if (match?.[2] && match[1]) credentials = { scheme: 'bearer', key: match[2] };
@@ -47,7 +45,7 @@ export function credentialsOf(req: Request): Credentials {
     const colon = decoded.indexOf(':');
     if (colon >= 0) credentials = { scheme: 'basic', email: decoded.slice(0, colon), password: decoded.slice(colon + 1) };
   }
-  parsedCredentials.set(req, credentials);
+  req.credentials = credentials;
   return credentials;
 }
 
