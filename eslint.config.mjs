@@ -119,12 +119,19 @@ export default tseslint.config(
     languageOptions: { sourceType: 'commonjs', globals: { module: 'writable' } },
   },
   {
-    // The checkpoint and hashing threads' bodies, and the bundle's entry: plain CommonJS, so
-    // node runs them as they are.
-    files: ['db/checkpoint-worker.cjs', 'server/hash-worker.cjs', 'server/entry.cjs'],
+    // The checkpoint and hashing threads' bodies, the bundle's entry and the runtime choice:
+    // plain CommonJS, so node runs them as they are.
+    files: ['db/checkpoint-worker.cjs', 'server/hash-worker.cjs', 'server/entry.cjs', 'scripts/runtime.cjs'],
     languageOptions: {
       sourceType: 'commonjs',
-      globals: { require: 'readonly', process: 'readonly', __dirname: 'readonly', setInterval: 'readonly', clearInterval: 'readonly' },
+      globals: {
+        require: 'readonly',
+        module: 'writable',
+        process: 'readonly',
+        __dirname: 'readonly',
+        setInterval: 'readonly',
+        clearInterval: 'readonly',
+      },
     },
     rules: { '@typescript-eslint/no-require-imports': 'off' },
   },

@@ -39,6 +39,7 @@ describe('npm run build', () => {
       'dist',
       'scripts/build.mjs',
       'scripts/start.mjs',
+      'scripts/runtime.cjs',
       'tsconfig.json',
       'tsconfig.build.json',
       'package-lock.json',

