@@ -3,6 +3,7 @@
 // MAX_CONNECTIONS in all, derived from the process's file-descriptor limit so that the
 // database and files always find one. docs/operations.md ("Connections") says what an
 // operator sees; docs/deployment.md says what a proxy in front must do instead.
+import { execFileSync } from 'node:child_process';
 import { readFileSync } from 'node:fs';
 import { BlockList, type SocketAddress, type Socket } from 'node:net';
 import type { RequestListener, Server } from 'node:http';
@@ -30,20 +31,36 @@ export interface ConnectionCounts {
  */
 export const reservedDescriptors = 128;
 
-/** The process's limit on open files, from /proc (Node raises the soft limit to the hard one at start); undefined where unknown. */
-export function fileDescriptorLimit(limits = () => readFileSync('/proc/self/limits', 'utf8')): number | undefined {
+/**
+ * What tells the process's limit on open files, which Node raises from the soft limit to the
+ * hard one at start: /proc on Linux; elsewhere (macOS, the BSDs) a shell's `ulimit -n`, as
+ * a child has its parent's limits. Windows has no such limit on sockets.
+ */
+export const limitReaders = {
+  proc: () => readFileSync('/proc/self/limits', 'utf8'),
+  shell: () => execFileSync('/bin/sh', ['-c', 'ulimit -n'], { encoding: 'utf8' }),
+};
+const platformLimits = process.platform === 'linux' ? limitReaders.proc : process.platform === 'win32' ? undefined : limitReaders.shell;
+
+/** The process's limit on open files; undefined where there is none (Windows), it is unlimited, or it cannot be read. */
+export function fileDescriptorLimit(limits = platformLimits): number | undefined {
   let text: string;
   try {
+    if (!limits) return undefined;
     text = limits();
   } catch {
     return undefined;
   }
-  const match = /^Max open files\s+(\d+|unlimited)/m.exec(text);
+  // /proc's table, or the shell's one number.
+  const match = /^Max open files\s+(\d+|unlimited)/m.exec(text) ?? /^(\d+|unlimited)\s*$/.exec(text);
   if (!match?.[1] || match[1] === 'unlimited') return undefined;
   return Number(match[1]);
 }
 
-/** Where /proc is not there to say (not Linux): the cap the service had before it was derived. */
+/**
+ * Where no limit is known (Windows, an unlimited or unreadable one): a fixed cap, far below
+ * what a process's memory holds.
+ */
 const capWithoutLimit = 1_000;
 
 /**

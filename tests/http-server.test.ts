@@ -6,7 +6,8 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import type { ServerResponse } from 'node:http';
 import { InFlight } from '../server/http-server';
-import { fileDescriptorLimit, globalCap, reservedDescriptors } from '../server/connections';
+import { fileDescriptorLimit, globalCap, limitReaders, reservedDescriptors } from '../server/connections';
+import { itOnLinux } from './platform';
 import { eventually, startServer, type ServerProcess } from '../scripts/server-process';
 
 interface RawResponse {
@@ -297,12 +298,23 @@ describe('the global cap (MAX_CONNECTIONS)', () => {
         throw new Error('no /proc');
       }),
     ).toBeUndefined();
-    expect(fileDescriptorLimit()).toBeGreaterThan(0);
+    // A shell's `ulimit -n`, where there is no /proc.
+    expect(fileDescriptorLimit(() => '10240\n')).toBe(10_240);
+    expect(fileDescriptorLimit(() => 'unlimited\n')).toBeUndefined();
     expect(globalCap(undefined, 0, 20_000)).toBe(20_000 - reservedDescriptors);
     // Each PostgreSQL connection of the pool is a descriptor too.
     expect(globalCap(undefined, 10, 20_000)).toBe(20_000 - reservedDescriptors - 10);
     expect(globalCap(500, 10, 20_000)).toBe(500);
     expect(globalCap(undefined, 0, undefined)).toBe(1_000);
+  });
+
+  it("knows this process's limit, except on Windows, which has none", () => {
+    if (process.platform === 'win32') expect(fileDescriptorLimit()).toBeUndefined();
+    else expect(fileDescriptorLimit()).toBeGreaterThan(reservedDescriptors);
+  });
+
+  itOnLinux('/proc', "reads the same limit from /proc as from a shell's ulimit -n, which is how it asks on macOS", () => {
+    expect(fileDescriptorLimit(limitReaders.shell)).toBe(fileDescriptorLimit(limitReaders.proc));
   });
 
   it('refuses at start-up a MAX_CONNECTIONS that the limit cannot hold, naming it', async () => {
