@@ -9,12 +9,15 @@ const { setPriority } = require('node:os');
 const { parentPort, workerData } = require('node:worker_threads');
 
 // On Linux a thread has a priority of its own: /proc/thread-self names this thread's id,
-// and setpriority on it lowers this thread alone. Elsewhere the hashes run at the
-// process's priority.
-try {
-  setPriority(Number(readlinkSync('/proc/thread-self').split('/').pop()), workerData.nice);
-} catch {
-  // No /proc, or not allowed: the hashes still run off the event loop.
+// and setpriority on it lowers this thread alone. Elsewhere (macOS, Windows) a priority is
+// the whole process's, which would slow the event loop too: the hashes run at its priority,
+// and the cap on hashes at once, one core left for the event loop, is what holds there.
+if (process.platform === 'linux') {
+  try {
+    setPriority(Number(readlinkSync('/proc/thread-self').split('/').pop()), workerData.nice);
+  } catch {
+    // No /proc mounted, or not allowed: the hashes still run off the event loop.
+  }
 }
 
 parentPort.on('message', (job) => {

@@ -3,9 +3,11 @@
 // Runs on PostgreSQL too (TEST_DATABASE_URL).
 import { argon2, randomBytes } from 'node:crypto';
 import { readdirSync, readFileSync } from 'node:fs';
+import { getPriority } from 'node:os';
 import request from 'supertest';
 import { hashPasswordAsReleased, scryptHashWith } from './fixtures/released-password-hash';
 import { customer, expectError, password, setupApp, uniqueEmail, type TestApp } from './helpers';
+import { itOnLinux } from './platform';
 import { ApiError } from '../server/errors';
 import { HashGate, createPasswordHashing } from '../server/passwords';
 
@@ -245,17 +247,27 @@ describe('hashes at once', () => {
 describe('hashing threads', () => {
   const fresh = setupApp();
 
-  it('run on a thread of their own below the event loop’s priority (nice 10), reused from one hash to the next', async () => {
-    const niceOf = (tid: string) => {
-      const stat = readFileSync(`/proc/self/task/${tid}/stat`, 'utf8');
-      // Fields after the command name, which may hold spaces: nice is the 19th field.
-      return Number(stat.slice(stat.lastIndexOf(')') + 2).split(' ')[16]);
-    };
-    const niced = () => readdirSync('/proc/self/task').filter((tid) => niceOf(tid) === 10);
-    const before = niced().length;
+  itOnLinux(
+    'a thread’s own priority, read from /proc',
+    'run on a thread of their own below the event loop’s priority (nice 10), reused from one hash to the next',
+    async () => {
+      const niceOf = (tid: string) => {
+        const stat = readFileSync(`/proc/self/task/${tid}/stat`, 'utf8');
+        // Fields after the command name, which may hold spaces: nice is the 19th field.
+        return Number(stat.slice(stat.lastIndexOf(')') + 2).split(' ')[16]);
+      };
+      const niced = () => readdirSync('/proc/self/task').filter((tid) => niceOf(tid) === 10);
+      const before = niced().length;
+      expect((await login(fresh, (await customer(fresh.app)).email)).status).toBe(201);
+      expect(niced().length).toBe(before + 1);
+      // The main thread, which runs the event loop, keeps its own.
+      expect(niceOf(String(process.pid))).toBeLessThan(10);
+    },
+  );
+
+  it('leave the priority of the event loop’s thread as it was, on every system', async () => {
+    const before = getPriority();
     expect((await login(fresh, (await customer(fresh.app)).email)).status).toBe(201);
-    expect(niced().length).toBe(before + 1);
-    // The main thread, which runs the event loop, keeps its own.
-    expect(niceOf(String(process.pid))).toBeLessThan(10);
+    expect(getPriority()).toBe(before);
   });
 });
