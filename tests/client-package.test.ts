@@ -52,7 +52,7 @@ describe('@petstore/client, packed', () => {
 
   it('holds no Node built-in: no require or import of one, no Buffer or process', () => {
     const out = join(dir, 'unpacked');
-    execFileSync('mkdir', ['-p', out]);
+    mkdirSync(out, { recursive: true });
     execFileSync('tar', ['-xzf', tarball, '-C', out]);
     for (const file of ['index.mjs', 'index.cjs']) {
       const code = readFileSync(join(out, 'package', 'dist', file), 'utf8');

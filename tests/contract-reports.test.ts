@@ -15,6 +15,7 @@ import { runSuite, type RunResult } from '../contract/runner';
 import { loadContract } from '../contract/spec';
 import { repoRoot } from '../scripts/server-process';
 import { admin, customer, setupApp } from './helpers';
+import { describeOnDebian } from './platform';
 
 jest.setTimeout(240_000);
 
@@ -32,11 +33,6 @@ interface Read {
 }
 
 let dir: string;
-beforeAll(() => {
-  execFileSync('bash', [join(repoRoot, 'scripts/ensure-junitparser.sh')], { stdio: 'inherit' });
-  dir = mkdtempSync(join(tmpdir(), 'petstore-junit-'));
-});
-afterAll(() => rmSync(dir, { recursive: true, force: true }));
 
 /** What junitparser reads in a JUnit file. */
 function readJunit(xml: string): Read {
@@ -54,9 +50,15 @@ const context = (reproduce: string): ReportContext => ({
   reproduce,
 });
 
-describe('the JUnit report, as junitparser reads it', () => {
+describeOnDebian("Debian's python3-junitparser (scripts/ensure-junitparser.sh)", 'the JUnit report, as junitparser reads it', () => {
   let result: RunResult;
   const reproduce = 'Reproduce with: npx petstore-contract --seed 42 --base-url http://127.0.0.1:1';
+
+  beforeAll(() => {
+    execFileSync('bash', [join(repoRoot, 'scripts/ensure-junitparser.sh')], { stdio: 'inherit' });
+    dir = mkdtempSync(join(tmpdir(), 'petstore-junit-'));
+  });
+  afterAll(() => rmSync(dir, { recursive: true, force: true }));
 
   beforeAll(async () => {
     // A service whose health answer breaks its documented shape (the server's own response

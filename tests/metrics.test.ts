@@ -146,7 +146,7 @@ describe('GET /metrics: connections', () => {
       MAX_CONNECTIONS_PER_ADDRESS: '2',
     });
     const { hostname, port } = new URL(server.url);
-    const open = () => connect({ port: Number(port), host: hostname, localAddress: '127.34.8.1' }).on('error', () => {});
+    const open = () => connect({ port: Number(port), host: hostname }).on('error', () => {});
     try {
       const held = [open(), open()];
       await Promise.all(held.map((s) => new Promise((r) => s.once('connect', r))));

@@ -7,6 +7,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import Database from 'better-sqlite3';
 import { repoRoot, startServer, type ServerProcess } from '../scripts/server-process';
+import { describeOnPosix } from './platform';
 
 const readme = readFileSync(join(repoRoot, 'README.md'), 'utf8');
 const pkg = JSON.parse(readFileSync(join(repoRoot, 'package.json'), 'utf8')) as { scripts: Record<string, string> };
@@ -48,13 +49,13 @@ describe('README.md', () => {
       .split('\n')
       .map((line) => line.replace(/\s+#.*$/, '').trim())
       .filter(Boolean);
-    // `npm run setup` is package.json's install on the project's own Node (npm ci on it).
+    // `npm run setup` is package.json's install on the Node chosen for the platform (npm ci on it).
     expect(commands).toEqual(['npm run setup && npm start', 'npm run setup && npm test']);
-    expect(pkg.scripts.setup).toMatch(/ -- npm ci$/);
+    expect(pkg.scripts.setup).toBe('node scripts/setup.mjs');
     expect(readme.indexOf('```sh')).toBeLessThan(readme.indexOf('\n## '));
   });
 
-  describe('"First calls", run twice against one real server and database', () => {
+  describeOnPosix("the README's blocks are bash, with curl", '"First calls", run twice against one real server and database', () => {
     let dir: string;
     let server: ServerProcess | undefined;
     afterAll(async () => {

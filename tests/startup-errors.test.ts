@@ -6,6 +6,7 @@ import { createServer, type AddressInfo, type Server } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { runUntilExit } from '../scripts/server-process';
+import { itOnLinux } from './platform';
 
 const dir = mkdtempSync(join(tmpdir(), 'petstore-startup-errors-'));
 let taken: Server;
@@ -33,7 +34,9 @@ async function expectOneLine(env: Record<string, string>, setting: string, reaso
 }
 
 describe('start-up fails at once, in one line', () => {
-  it('DATABASE_PATH in a folder that cannot be made (under /proc): no hang', async () => {
+  // Under /proc a folder exists but refuses new entries with ENOENT, where Node's recursive
+  // mkdir tries again forever.
+  itOnLinux('/proc', 'DATABASE_PATH in a folder that cannot be made (under /proc): no hang', async () => {
     await expectOneLine(
       { DATABASE_PATH: '/proc/nope/x.db' },
       'DATABASE_PATH=/proc/nope/x.db',
@@ -41,8 +44,16 @@ describe('start-up fails at once, in one line', () => {
     );
   });
 
-  it('DATABASE_PATH where no file can be made', async () => {
+  itOnLinux('/proc', 'DATABASE_PATH where no file can be made (under /proc)', async () => {
     await expectOneLine({ DATABASE_PATH: '/proc/x.db' }, 'DATABASE_PATH=/proc/x.db', /cannot create or open the database file: ENOENT/);
+  });
+
+  it('DATABASE_PATH where no file can be made (inside a file)', async () => {
+    const file = join(dir, 'a-file');
+    writeFileSync(file, '');
+    const path = join(file, 'x.db');
+    // ENOTDIR on Linux and macOS; Windows says ENOENT.
+    await expectOneLine({ DATABASE_PATH: path }, `DATABASE_PATH=${path}`, /cannot create or open the database file: (ENOTDIR|ENOENT)/);
   });
 
   it('DATABASE_PATH naming a folder', async () => {

@@ -10,6 +10,7 @@ import { join } from 'node:path';
 import { operationsOf, loadSpec } from '../../server/spec';
 import { eventually, repoRoot, startServer, type ServerProcess } from '../../scripts/server-process';
 import { freePort } from '../exposition';
+import { describeOnDebian } from '../platform';
 import { password } from '../helpers';
 
 const prometheusBin = '/usr/bin/prometheus';
@@ -84,7 +85,7 @@ async function startPrometheus(dir: string, target: string): Promise<Prometheus>
   return { url, child, query };
 }
 
-describe('a real Prometheus scraping the service', () => {
+describeOnDebian("Debian's prometheus package (scripts/ensure-prometheus.sh)", 'a real Prometheus scraping the service', () => {
   let dir: string;
   let server: ServerProcess;
   let prometheus: Prometheus;
