@@ -75,6 +75,16 @@ describe('npm run setup', () => {
   });
 });
 
+describe('README.md, "Platforms"', () => {
+  it('names each runtime package, the pinned version and the supported lines', () => {
+    const readme = readFileSync(join(root, 'README.md'), 'utf8');
+    const platforms = readme.slice(readme.indexOf('\n## Platforms\n'), readme.indexOf('\n## ', readme.indexOf('\n## Platforms\n') + 1));
+    for (const name of Object.keys(pkg.optionalDependencies!)) expect(platforms).toContain(`\`${name}\``);
+    expect(platforms).toContain(`${pinned} from npm`);
+    expect(platforms).toContain('24 (24.11.0 or later) or 26');
+  });
+});
+
 describe('npm start', () => {
   it('starts on a supported Node, whichever the platform', () => {
     for (const [platform, arch] of [
