@@ -1,5 +1,7 @@
 // One error type and one error mapper: whatever fails (validation, auth, routing, body
 // parsing, size or rate limits, a bug) leaves as the contract's Error body.
+import { randomUUID } from 'node:crypto';
+import { STATUS_CODES } from 'node:http';
 import type { ErrorRequestHandler, Request, Response } from 'express';
 import { DomainError, StorageUnavailable, type DomainCode, type ErrorCode } from '../domain/errors';
 import type { Logger } from './log';
@@ -54,6 +56,18 @@ export const notFound = (what: string, id: number | string) => new ApiError('not
 export const validationFailed = (message: string) => new ApiError('validation_failed', message, 400);
 export const unauthorized = (message: string) => new ApiError('unauthorized', message, 401);
 export const forbidden = () => new ApiError('forbidden', 'This operation is for admins only', 403);
+
+/**
+ * The Error as a whole HTTP/1.1 response that ends its connection, for what is answered on
+ * the socket before there is a request for Express (Node's parser refusals). A fresh
+ * X-Request-Id: the client's own is in bytes that were not parsed.
+ */
+export function rawErrorResponse(status: number, code: ErrorCode, message: string, headers: Record<string, string> = {}): string {
+  const body = JSON.stringify({ code, message, status });
+  let head = `HTTP/1.1 ${status} ${STATUS_CODES[status] ?? 'Error'}\r\nContent-Type: application/json\r\nX-Content-Type-Options: nosniff\r\n`;
+  for (const [name, value] of Object.entries({ 'X-Request-Id': randomUUID(), ...headers })) head += `${name}: ${value}\r\n`;
+  return `${head}Content-Length: ${Buffer.byteLength(body)}\r\nConnection: close\r\n\r\n${body}`;
+}
 
 /** The shape of express-openapi-validator's errors. */
 interface HttpLikeError {

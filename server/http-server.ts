@@ -2,12 +2,11 @@
 // for what Node's parser refuses before Express sees a request, and a drain that lets
 // keep-alive clients go and waits for the app's work when the service stops.
 import cluster from 'node:cluster';
-import { randomUUID } from 'node:crypto';
-import { createServer, STATUS_CODES, type IncomingMessage, type RequestListener, type Server, type ServerResponse } from 'node:http';
+import { createServer, type IncomingMessage, type RequestListener, type Server, type ServerResponse } from 'node:http';
 import { Server as NetServer, type Socket } from 'node:net';
 import type { Config } from './config';
 import { capConnections, connectionCaps, trustedProxies, type CapsConfig, type ConnectionCounts } from './connections';
-import type { ErrorCode } from './errors';
+import { rawErrorResponse, type ErrorCode } from './errors';
 import type { Logger } from './log';
 
 /** Shared by the app and its server. */
@@ -124,18 +123,7 @@ export function createHttpServer(app: RequestListener, config: ServerLimits, lif
       return;
     }
     const { status, code, message } = parserError(err);
-    const body = JSON.stringify({ code, message, status });
-    // A fresh id, as for a request that sent none: the client's own X-Request-Id is in
-    // headers the parser refused, so it cannot be echoed safely.
-    socket.end(
-      `HTTP/1.1 ${status} ${STATUS_CODES[status] ?? 'Bad Request'}\r\n` +
-        'Content-Type: application/json\r\n' +
-        'X-Content-Type-Options: nosniff\r\n' +
-        `X-Request-Id: ${randomUUID()}\r\n` +
-        `Content-Length: ${Buffer.byteLength(body)}\r\n` +
-        'Connection: close\r\n\r\n' +
-        body,
-    );
+    socket.end(rawErrorResponse(status, code, message));
   });
 
   const inFlight = new InFlight();
