@@ -681,16 +681,17 @@ export interface components {
              *     - `headers_too_large` 431: the request's headers are too large.
              *     - `pet_not_found`, `category_not_found` 422.
              *     - `gone` 410: a deprecated operation past its sunset; `Link` names its successor.
-             *     - `rate_limited` 429: a rate limit, the failed-login lockout or the sign-up limit.
+             *     - `rate_limited` 429: a rate limit, the failed-login lockout, the sign-up limit, or
+             *       the open connections one client address may hold.
              *     - `message_queue_full` 429: the account has its most messages not yet delivered.
              *     - `internal_error` 500: a failure on the service's side.
              *     - `not_implemented` 501: the operation is in the contract but not served yet.
              *     - `unavailable` 503: the database does not answer; retry after `Retry-After`.
              *     - `storage_unavailable` 503: a write could not be made durable (full disk, I/O
              *       error) and was not stored; retry after `Retry-After`.
-             *     - `overloaded` 503: the service is falling behind, or too many passwords are
-             *       being hashed at once, and refused the request before doing anything; retry
-             *       after `Retry-After`.
+             *     - `overloaded` 503: the service is falling behind, holds its most connections, or
+             *       too many passwords are being hashed at once, and refused the request before
+             *       doing anything; retry after `Retry-After`.
              * @enum {string}
              */
             code: "bad_request" | "invalid_json" | "invalid_content_type" | "validation_failed" | "unauthorized" | "forbidden" | "not_found" | "method_not_allowed" | "conflict" | "pet_not_available" | "insufficient_stock" | "pet_has_open_orders" | "category_in_use" | "order_completed" | "idempotency_key_reused" | "request_timeout" | "precondition_failed" | "payload_too_large" | "range_not_satisfiable" | "headers_too_large" | "pet_not_found" | "category_not_found" | "rate_limited" | "internal_error" | "not_implemented" | "unavailable" | "storage_unavailable" | "api_key_limit_reached" | "message_queue_full" | "gone" | "overloaded";

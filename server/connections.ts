@@ -1,7 +1,8 @@
 // How many connections the API's server holds: at most MAX_CONNECTIONS_PER_ADDRESS per
 // client address, so that one client cannot take the places of everyone else, and at most
 // MAX_CONNECTIONS in all, derived from the process's file-descriptor limit so that the
-// database and files always find one. docs/operations.md ("Connections") says what an
+// database and files always find one. A connection past either is answered 429 or 503 in
+// the Error shape, without an HTTP parser. docs/operations.md ("Connections") says what an
 // operator sees; docs/deployment.md says what a proxy in front must do instead.
 import { execFileSync } from 'node:child_process';
 import { readFileSync } from 'node:fs';
@@ -9,6 +10,7 @@ import { BlockList, type SocketAddress, type Socket } from 'node:net';
 import type { RequestListener, Server } from 'node:http';
 import { ipKeyGenerator } from 'express-rate-limit';
 import type { Config } from './config';
+import { rawErrorResponse } from './errors';
 import type { Logger } from './log';
 import { StartupError } from './startup';
 
@@ -65,15 +67,15 @@ const capWithoutLimit = 1_000;
 
 /**
  * The global cap: MAX_CONNECTIONS when set, else what the file-descriptor limit leaves
- * once `reservedDescriptors` and the database pool are kept aside. A MAX_CONNECTIONS the
- * limit cannot hold stops start-up: past it, accept() would fail and starve the database.
+ * once `reservedDescriptors`, the refused connections being answered (`answeringAtMost`)
+ * and the database pool are kept aside. A MAX_CONNECTIONS the limit cannot hold stops
+ * start-up: past it, accept() would fail and starve the database.
  */
 export function globalCap(configured: number | undefined, poolSize: number, limit: number | undefined): number {
-  const room = limit === undefined ? undefined : limit - reservedDescriptors - poolSize;
+  const kept = reservedDescriptors + answeringAtMost + poolSize;
+  const room = limit === undefined ? undefined : limit - kept;
   if (room !== undefined && room < 1) {
-    throw new StartupError(
-      `The file-descriptor limit (ulimit -n) is ${limit}: too low to serve; raise it to at least ${reservedDescriptors + poolSize + 256}`,
-    );
+    throw new StartupError(`The file-descriptor limit (ulimit -n) is ${limit}: too low to serve; raise it to at least ${kept + 256}`);
   }
   if (configured === undefined) return room ?? capWithoutLimit;
   if (room !== undefined && configured > room) {
@@ -141,17 +143,66 @@ const logWindowMs = 60_000;
 const namedPerWindow = 10;
 
 /**
- * Puts the caps on `server`. Both refuse a connection as it is accepted, before Node makes
- * a socket object of it or attaches its HTTP parser: the global cap is Node's
- * `maxConnections`; the per-address one is the server's `blockList` (the check net.Server
- * runs on each accepted handle, its `blockList` option), asked here how many connections
- * the address holds rather than whether it is listed.
+ * Refused connections being answered at once, at most; past it a refusal is a close at
+ * accept, unanswered, so that a client reconnecting without end holds no more descriptors
+ * through its refusals than this. Kept aside from the global cap (globalCap).
+ */
+export const answeringAtMost = 256;
+/** How long a refused connection has to send its request and read its answer before it is cut. */
+export const refusalLingerMs = 1_000;
+
+/** Places come back as connections close (an idle one within KEEP_ALIVE_TIMEOUT_MS): soon. */
+const retryAfter = { 'Retry-After': '1' };
+const refusalAnswer = (reason: RefusalReason, perAddress: number) =>
+  reason === 'address_cap'
+    ? rawErrorResponse(
+        429,
+        'rate_limited',
+        `This address already holds ${perAddress} connections, its most at once: send on those, or retry after Retry-After`,
+        retryAfter,
+      )
+    : rawErrorResponse(503, 'overloaded', 'The service holds its most connections at once; retry after Retry-After', retryAfter);
+
+/**
+ * Answers a refused connection without an HTTP parser, closing it as nginx's lingering
+ * close does: the answer goes out once the client's first bytes (its request) are in or it
+ * closes its side, and what it sends is read and dropped until it does, so that no unread
+ * request turns the close into a reset that loses the answer. Cut at refusalLingerMs,
+ * answered or not.
+ */
+function answerRefusal(socket: Socket, answer: () => string): void {
+  let answered = false;
+  const send = () => {
+    if (answered) return;
+    answered = true;
+    socket.end(answer());
+  };
+  socket.on('data', send);
+  socket.on('end', send);
+  socket.on('error', () => {});
+  const cut = setTimeout(() => {
+    send();
+    socket.destroy();
+  }, refusalLingerMs);
+  socket.once('close', () => clearTimeout(cut));
+}
+
+/**
+ * Puts the caps on `server`. Both are decided as a connection is accepted, before Node
+ * makes a socket object of it, in the server's `blockList` (the check net.Server runs on
+ * each accepted handle, its `blockList` option), asked here how many connections the
+ * address and the server hold rather than whether the address is listed. A refused
+ * connection is answered (429 past the per-address cap, 503 past the global one) without an
+ * HTTP parser, `answeringAtMost` at once; past that it is closed at accept unanswered.
+ * Node's `maxConnections` is the backstop on descriptors.
  */
 export function capConnections(server: Server, options: CapOptions, log: Logger): ConnectionCounts {
   const { perAddress, isProxy } = options;
-  server.maxConnections = options.global;
+  server.maxConnections = options.global + answeringAtMost;
   const refused = { address_cap: 0, global_cap: 0 };
+  // Connections open, refused ones being answered included, and those being answered.
   let open = 0;
+  let answering = 0;
   // Connections held per address; an address leaves the map with its last connection.
   const held = new Map<string, number>();
 
@@ -168,41 +219,49 @@ export function capConnections(server: Server, options: CapOptions, log: Logger)
   }, logWindowMs);
   summary.unref();
 
-  server.on('drop', () => {
-    refused.global_cap++;
-    if (inWindow.global_cap++ === 0) {
-      log.warn({ cap: options.global }, 'open connections at the global cap (MAX_CONNECTIONS): refusing new ones');
-    }
-  });
-
-  const capped = perAddress > 0;
-  // The key check() admitted, for the 'connection' event that Node emits right after it
-  // for the same handle: the peer's address is asked of the kernel once.
-  let admitted: string | null | undefined;
-  const keyOf = (address: string) => (isProxy(address) ? null : addressKey(address));
-  class PerAddressCap extends BlockList {
-    override check(peer: string | SocketAddress): boolean {
-      const key = keyOf(typeof peer === 'string' ? peer : peer.address);
-      const count = key === null ? 0 : (held.get(key) ?? 0);
-      if (key === null || count < perAddress) {
-        admitted = key;
-        return false;
+  const count = (reason: RefusalReason, key: string | null, heldByKey: number) => {
+    refused[reason]++;
+    if (reason === 'global_cap') {
+      if (inWindow.global_cap++ === 0) {
+        log.warn({ cap: options.global }, 'open connections at the global cap (MAX_CONNECTIONS): refusing new ones with 503');
       }
-      refused.address_cap++;
+    } else if (key !== null) {
       inWindow.address_cap++;
       if (!named.has(key) && named.size < namedPerWindow) {
         named.add(key);
         log.warn(
-          { address: key, open: count, cap: perAddress },
-          'connections from one address at their cap (MAX_CONNECTIONS_PER_ADDRESS): refusing new ones',
+          { address: key, open: heldByKey, cap: perAddress },
+          'connections from one address at their cap (MAX_CONNECTIONS_PER_ADDRESS): refusing new ones with 429',
         );
       }
-      return true;
+    }
+  };
+  server.on('drop', () => count('global_cap', null, 0));
+
+  // What check() decided, for the 'connection' event that Node emits right after it for the
+  // same handle: the peer's address is asked of the kernel once.
+  let admitted: string | null | undefined;
+  let refusal: RefusalReason | undefined;
+  const keyOf = (address: string) => (perAddress === 0 || isProxy(address) ? null : addressKey(address));
+  class Caps extends BlockList {
+    override check(peer: string | SocketAddress): boolean {
+      const key = keyOf(typeof peer === 'string' ? peer : peer.address);
+      const heldByKey = key === null ? 0 : (held.get(key) ?? 0);
+      const reason: RefusalReason | undefined =
+        open - answering >= options.global ? 'global_cap' : heldByKey >= perAddress && key !== null ? 'address_cap' : undefined;
+      if (reason === undefined) {
+        admitted = key;
+        return false;
+      }
+      count(reason, key, heldByKey);
+      if (answering >= answeringAtMost) return true;
+      refusal = reason;
+      return false;
     }
   }
   // Set on the instance, where net.Server keeps its `blockList` option: http.createServer
   // does not pass that option on. tests/http-server.test.ts fails if Node stops reading it.
-  if (capped) (server as Server & { blockList?: BlockList }).blockList = new PerAddressCap();
+  (server as Server & { blockList?: BlockList }).blockList = new Caps();
 
   // A slow client's connections all time out in the same sweep of Node's, and an attacker
   // opens them again at once: the next timeouts come together again, each time a burst of
@@ -217,14 +276,29 @@ export function capConnections(server: Server, options: CapOptions, log: Logger)
     if (count <= 1) held.delete(key);
     else held.set(key, count - 1);
   };
-  server.prependListener('connection', (socket: Socket) => {
+
+  // http.Server attaches its parser in the one 'connection' listener its constructor adds;
+  // it is called from here, for admitted connections only.
+  const [attachParser, ...others] = server.listeners('connection') as Array<(socket: Socket) => void>;
+  if (!attachParser || others.length > 0) throw new Error("Expected http.Server's own 'connection' listener alone");
+  server.removeListener('connection', attachParser);
+  server.on('connection', (socket: Socket) => {
     open++;
-    let key: string | null = null;
-    if (capped) {
-      if (admitted !== undefined) key = admitted;
-      else if (socket.remoteAddress !== undefined) key = keyOf(socket.remoteAddress);
-      admitted = undefined;
+    const reason = refusal;
+    refusal = undefined;
+    if (reason !== undefined) {
+      answering++;
+      socket.once('close', () => {
+        open--;
+        answering--;
+      });
+      answerRefusal(socket, () => refusalAnswer(reason, perAddress));
+      return;
     }
+    let key: string | null = null;
+    if (admitted !== undefined) key = admitted;
+    else if (socket.remoteAddress !== undefined) key = keyOf(socket.remoteAddress);
+    admitted = undefined;
     if (key !== null) held.set(key, (held.get(key) ?? 0) + 1);
     socket.once('close', () => {
       open--;
@@ -232,6 +306,7 @@ export function capConnections(server: Server, options: CapOptions, log: Logger)
       if (timedOut.has(socket)) setTimeout(leave, Math.random() * options.holdAfterTimeoutMs, key).unref();
       else leave(key);
     });
+    attachParser.call(server, socket);
   });
 
   return {

@@ -59,8 +59,8 @@ export const forbidden = () => new ApiError('forbidden', 'This operation is for 
 
 /**
  * The Error as a whole HTTP/1.1 response that ends its connection, for what is answered on
- * the socket before there is a request for Express (Node's parser refusals). A fresh
- * X-Request-Id: the client's own is in bytes that were not parsed.
+ * the socket before there is a request for Express (Node's parser refusals, the connection
+ * caps). A fresh X-Request-Id: the client's own is in bytes that were not parsed.
  */
 export function rawErrorResponse(status: number, code: ErrorCode, message: string, headers: Record<string, string> = {}): string {
   const body = JSON.stringify({ code, message, status });

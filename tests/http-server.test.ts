@@ -1,12 +1,13 @@
 // The real server process: what Node's HTTP parser refuses is answered in the Error
-// shape, slow and idle clients are bounded, and the connection count is capped.
+// shape, slow and idle clients are bounded, and the connection count is capped, a
+// connection past a cap answered in the Error shape too.
 import { connect, type Socket } from 'node:net';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import type { ServerResponse } from 'node:http';
 import { InFlight } from '../server/http-server';
-import { fileDescriptorLimit, globalCap, limitReaders, reservedDescriptors } from '../server/connections';
+import { answeringAtMost, fileDescriptorLimit, globalCap, limitReaders, refusalLingerMs, reservedDescriptors } from '../server/connections';
 import { describeOnLinux, itOnLinux } from './platform';
 import { eventually, startServer, type ServerProcess } from '../scripts/server-process';
 
@@ -27,10 +28,13 @@ function parse(raw: string): RawResponse {
   return { status: Number(statusLine.split(' ')[1]), headers, body };
 }
 
-/** Opens a socket (from `from`, a loopback address), writes `text` (if any), and resolves with everything read until the server closes it. */
-function exchange(url: string, text?: string, from?: string): { socket: Socket; closed: Promise<string> } {
+/**
+ * Opens a socket (from `from`, a loopback address), writes `text` (if any), and resolves with
+ * everything read until the server closes it; `allowHalfOpen`: it does not end its side when the server does.
+ */
+function exchange(url: string, text?: string, from?: string, allowHalfOpen = false): { socket: Socket; closed: Promise<string> } {
   const { hostname, port } = new URL(url);
-  const socket = connect({ port: Number(port), host: hostname, ...(from && { localAddress: from }) });
+  const socket = connect({ port: Number(port), host: hostname, allowHalfOpen, ...(from && { localAddress: from }) });
   if (text !== undefined) socket.write(text);
   const closed = new Promise<string>((resolve) => {
     let out = '';
@@ -39,6 +43,40 @@ function exchange(url: string, text?: string, from?: string): { socket: Socket; 
     socket.on('close', () => resolve(out));
   });
   return { socket, closed };
+}
+
+/**
+ * Opens a socket (from `from`), writes `text` (if any), and resolves `answer` with the first
+ * whole response read on it (undefined if it closed first), and `closed` with how it ended.
+ */
+function firstAnswer(url: string, text?: string, from?: string, allowHalfOpen = false) {
+  const { socket, closed: rawClosed } = exchange(url, text, from, allowHalfOpen);
+  let error: string | undefined;
+  socket.on('error', (err: NodeJS.ErrnoException) => (error = err.code ?? err.message));
+  const answer = new Promise<RawResponse | undefined>((resolve) => {
+    let out = '';
+    socket.on('data', (chunk) => {
+      out += chunk.toString('latin1');
+      const end = out.indexOf('\r\n\r\n');
+      if (end < 0) return;
+      const res = parse(out);
+      if (Buffer.byteLength(res.body, 'latin1') >= Number(res.headers['content-length'] ?? 0)) resolve(res);
+    });
+    socket.on('close', () => resolve(undefined));
+  });
+  const closed = rawClosed.then(() => ({ error, at: Date.now() }));
+  return { socket, answer, closed };
+}
+
+/** The answer a connection refused by a cap gets: the Error shape, Retry-After, and the connection closed. */
+function expectRefusal(res: RawResponse | undefined, status: number, code: string) {
+  expect(res?.status).toBe(status);
+  expect(res?.headers['content-type']).toMatch(/^application\/json/);
+  expect(res?.headers['retry-after']).toMatch(/^\d+$/);
+  expect(res?.headers['connection']).toBe('close');
+  expect(res?.headers['x-content-type-options']).toBe('nosniff');
+  expect(res?.headers['x-request-id']).toMatch(/^[0-9a-f-]{36}$/);
+  expect(JSON.parse(res?.body ?? '')).toEqual({ code, message: expect.any(String), status });
 }
 
 const dir = mkdtempSync(join(tmpdir(), 'petstore-http-'));
@@ -174,22 +212,52 @@ describe('MAX_CONNECTIONS', () => {
   let server: ServerProcess;
   beforeAll(async () => {
     // Long timeouts, so that nothing but the test closes the held sockets.
-    server = await startServer({ DATABASE_PATH: join(dir, 'connections.db'), SEED_DEMO_DATA: 'false', MAX_CONNECTIONS: '4' });
+    server = await startServer({ DATABASE_PATH: join(dir, 'connections.db'), SEED_DEMO_DATA: 'false', MAX_CONNECTIONS: '8' });
   }, 60_000);
   afterAll(() => server.stop());
 
-  it('refuses connections past the cap at once, and serves again when they go', async () => {
-    const held = Array.from({ length: 4 }, () => exchange(server.url));
-    await Promise.all(held.map(({ socket }) => new Promise((r) => socket.once('connect', r))));
-    // The fifth is closed by the server without an answer while the four are open.
-    expect(await exchange(server.url, 'GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n').closed).toBe('');
-    for (const { socket } of held) socket.destroy();
-    await Promise.all(held.map(({ closed }) => closed));
+  it('serves up to the cap and answers each connection past it 503 overloaded, and serves again when they go', async () => {
+    const all = Array.from({ length: 20 }, () => firstAnswer(server.url, 'GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n'));
+    const answers = await Promise.all(all.map(({ answer }) => answer));
+    // The served ones stay open (keep-alive), holding their places.
+    expect(answers.filter((res) => res?.status === 200)).toHaveLength(8);
+    const refused = answers.filter((res) => res?.status !== 200);
+    expect(refused).toHaveLength(12);
+    for (const res of refused) expectRefusal(res, 503, 'overloaded');
+    const refusedEnds = await Promise.all(all.filter((_, i) => answers[i]?.status !== 200).map(({ closed }) => closed));
+    expect(refusedEnds.map((end) => end.error)).toEqual(Array(12).fill(undefined));
+
+    for (const { socket } of all) socket.destroy();
     const status = await eventually(async () => {
       const res = parse(await exchange(server.url, 'GET /healthz HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n').closed);
       return res.status === 200 ? res.status : undefined;
     });
     expect(status).toBe(200);
+  });
+});
+
+describe('MAX_CONNECTIONS_PER_ADDRESS for one client', () => {
+  it('answers an ordinary client over its cap with a 429 it reads, never a reset', async () => {
+    const capped = await startServer({
+      DATABASE_PATH: join(dir, 'per-address-8.db'),
+      SEED_DEMO_DATA: 'false',
+      MAX_CONNECTIONS_PER_ADDRESS: '8',
+    });
+    try {
+      // Node's fetch opens a connection per request in flight.
+      const statuses = await Promise.all(
+        Array.from({ length: 20 }, () =>
+          fetch(`${capped.url}/healthz`).then(
+            async (res) => `${res.status} ${res.headers.get('retry-after')} ${((await res.json()) as { code?: string }).code ?? 'ok'}`,
+            (err: Error & { cause?: { code?: string } }) => err.cause?.code ?? err.message,
+          ),
+        ),
+      );
+      expect(statuses.filter((s) => s === '200 null ok')).toHaveLength(8);
+      expect(statuses.filter((s) => s === '429 1 rate_limited')).toHaveLength(12);
+    } finally {
+      await capped.stop();
+    }
   });
 });
 
@@ -205,11 +273,15 @@ describeOnLinux(otherLoopbackAddresses, 'MAX_CONNECTIONS_PER_ADDRESS', () => {
   }, 60_000);
   afterAll(() => server.stop());
 
-  it('refuses an address its next connection before reading it, serves other addresses, and names the address in one log line', async () => {
+  it("answers an address's connections past its cap 429 whatever they send, serves other addresses, and names the address in one log line", async () => {
     const held = Array.from({ length: 3 }, () => exchange(server.url, undefined, '127.34.9.1'));
     await Promise.all(held.map(({ socket }) => connected(socket)));
-    // Closed without a word, a malformed request included: nothing of it was parsed.
-    for (const text of [healthz, 'NOT HTTP\r\n\r\n', healthz]) expect(await exchange(server.url, text, '127.34.9.1').closed).toBe('');
+    // A malformed request too: nothing of it is parsed.
+    for (const text of [healthz, 'NOT HTTP\r\n\r\n', healthz]) {
+      const { answer, closed } = firstAnswer(server.url, text, '127.34.9.1');
+      expectRefusal(await answer, 429, 'rate_limited');
+      expect((await closed).error).toBeUndefined();
+    }
     expect(parse(await exchange(server.url, healthz, '127.34.9.2').closed).status).toBe(200);
     const lines = await eventually(() => {
       const named = server
@@ -231,6 +303,59 @@ describeOnLinux(otherLoopbackAddresses, 'MAX_CONNECTIONS_PER_ADDRESS', () => {
     expect(status).toBe(200);
   });
 
+  it('closes a refused connection that sends nothing, or its request in pieces, within the linger bound, answered', async () => {
+    const held = exchange(server.url, undefined, '127.34.9.4');
+    const others = Array.from({ length: 2 }, () => exchange(server.url, undefined, '127.34.9.4'));
+    await Promise.all([held, ...others].map(({ socket }) => connected(socket)));
+    const started = Date.now();
+    const silent = firstAnswer(server.url, undefined, '127.34.9.4');
+    // Goes on sending after the answer, and never ends its side.
+    const trickling = firstAnswer(server.url, 'GET /hea', '127.34.9.4', true);
+    const rest = 'lthz HTTP/1.1\r\nHost: x\r\nX-Slow: aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa\r\n';
+    let sent = 0;
+    const trickle = setInterval(() => {
+      if (!trickling.socket.writable || sent >= rest.length) return;
+      trickling.socket.write(rest[sent++]!);
+    }, 50);
+    try {
+      // The piece sent is enough for an answer; what follows is read and dropped.
+      expectRefusal(await trickling.answer, 429, 'rate_limited');
+      expect(Date.now() - started).toBeLessThan(refusalLingerMs / 2);
+      // One that sends nothing is answered at the bound; both are closed by then.
+      expectRefusal(await silent.answer, 429, 'rate_limited');
+      const ends = await Promise.all([silent.closed, trickling.closed]);
+      for (const end of ends) {
+        expect(end.at - started).toBeGreaterThanOrEqual(refusalLingerMs - 50);
+        expect(end.at - started).toBeLessThan(refusalLingerMs + 1_000);
+      }
+    } finally {
+      clearInterval(trickle);
+      for (const { socket } of [held, ...others]) socket.destroy();
+    }
+  });
+
+  it(`answers ${answeringAtMost} refused connections at once at most, closing the next ones at accept`, async () => {
+    const held = Array.from({ length: 3 }, () => exchange(server.url, undefined, '127.34.9.7'));
+    await Promise.all(held.map(({ socket }) => connected(socket)));
+    // Refused connections that send nothing each linger up to the bound, answering held.
+    const lingering = Array.from({ length: answeringAtMost }, () => firstAnswer(server.url, undefined, '127.34.9.7'));
+    await Promise.all(lingering.map(({ socket }) => connected(socket)));
+    try {
+      // The server may still be accepting the last of them: until then, the next is answered.
+      const next = await eventually(
+        async () => ((await firstAnswer(server.url, healthz, '127.34.9.7').answer) ? undefined : 'unanswered'),
+        refusalLingerMs / 2,
+      );
+      expect(next).toBe('unanswered');
+      // Once they are cut, refusals are answered again.
+      const answers = await Promise.all(lingering.map(({ answer }) => answer));
+      expect(answers.filter((res) => res?.status === 429)).toHaveLength(answeringAtMost);
+      expectRefusal(await firstAnswer(server.url, healthz, '127.34.9.7').answer, 429, 'rate_limited');
+    } finally {
+      for (const { socket } of held) socket.destroy();
+    }
+  });
+
   it('keeps the place of a connection that timed out for a while, so a slow client cannot come back in step', async () => {
     const slow = await startServer({
       DATABASE_PATH: join(dir, 'per-address-slow.db'),
@@ -248,9 +373,9 @@ describeOnLinux(otherLoopbackAddresses, 'MAX_CONNECTIONS_PER_ADDRESS', () => {
       const admittedAt: number[] = [];
       const holding: Socket[] = [];
       while (admittedAt.length < 20 && Date.now() - start < 4_000) {
-        const { socket, closed } = exchange(slow.url, 'GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n', '127.34.9.3');
-        const answered = await Promise.race([closed.then(() => false), new Promise<boolean>((r) => socket.once('data', () => r(true)))]);
-        if (answered) {
+        // A refused connection is answered 429; an admitted one 200, and held.
+        const { socket, answer } = firstAnswer(slow.url, 'GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n', '127.34.9.3');
+        if ((await answer)?.status === 200) {
           admittedAt.push(Date.now() - start);
           holding.push(socket);
         }
@@ -283,7 +408,7 @@ describeOnLinux(otherLoopbackAddresses, 'MAX_CONNECTIONS_PER_ADDRESS behind a tr
     expect(parse(await exchange(server.url, healthz, '127.34.9.5').closed).status).toBe(200);
     const direct = Array.from({ length: 2 }, () => exchange(server.url, undefined, '127.34.9.6'));
     await Promise.all(direct.map(({ socket }) => connected(socket)));
-    expect(await exchange(server.url, healthz, '127.34.9.6').closed).toBe('');
+    expectRefusal(await firstAnswer(server.url, healthz, '127.34.9.6').answer, 429, 'rate_limited');
     for (const { socket } of [...viaProxy, ...direct]) socket.destroy();
   });
 });
@@ -303,9 +428,10 @@ describe('the global cap (MAX_CONNECTIONS)', () => {
     // A shell's `ulimit -n`, where there is no /proc.
     expect(fileDescriptorLimit(() => '10240\n')).toBe(10_240);
     expect(fileDescriptorLimit(() => 'unlimited\n')).toBeUndefined();
-    expect(globalCap(undefined, 0, 20_000)).toBe(20_000 - reservedDescriptors);
+    // Room is kept for the refused connections being answered, too.
+    expect(globalCap(undefined, 0, 20_000)).toBe(20_000 - reservedDescriptors - answeringAtMost);
     // Each PostgreSQL connection of the pool is a descriptor too.
-    expect(globalCap(undefined, 10, 20_000)).toBe(20_000 - reservedDescriptors - 10);
+    expect(globalCap(undefined, 10, 20_000)).toBe(20_000 - reservedDescriptors - answeringAtMost - 10);
     expect(globalCap(500, 10, 20_000)).toBe(500);
     expect(globalCap(undefined, 0, undefined)).toBe(1_000);
   });

@@ -137,61 +137,67 @@ describe('GET /metrics', () => {
 });
 
 describe('GET /metrics: connections', () => {
-  it('counts the open connections and those refused, by the cap that refused them', async () => {
+  /** A server with `env`, and what a test needs to open connections to it and scrape it. */
+  async function withServer(env: Record<string, string>, test: (t: Connections) => Promise<void>) {
     const dir = mkdtempSync(join(tmpdir(), 'petstore-metrics-connections-'));
     const metricsPort = await freePort();
-    const server = await startServer({
-      DATABASE_PATH: join(dir, 'petstore.db'),
-      METRICS_PORT: String(metricsPort),
-      MAX_CONNECTIONS_PER_ADDRESS: '2',
-    });
+    const server = await startServer({ DATABASE_PATH: join(dir, 'petstore.db'), METRICS_PORT: String(metricsPort), ...env });
     const { hostname, port } = new URL(server.url);
     const open = () => connect({ port: Number(port), host: hostname }).on('error', () => {});
     try {
-      const held = [open(), open()];
-      await Promise.all(held.map((s) => new Promise((r) => s.once('connect', r))));
-      const refused = [open(), open(), open()];
-      await Promise.all(refused.map((s) => new Promise((r) => s.once('close', r))));
-      const samples = await eventually(async () => {
-        const s = await scrape(metricsPort);
-        return value(s, 'petstore_refused_connections_total', { reason: 'address_cap' }) === 3 ? s : undefined;
+      await test({
+        open,
+        // A connection that sends a request, resolving to its status line once the server closes it.
+        refusedOne: () =>
+          new Promise<string>((resolve) => {
+            let out = '';
+            const socket = open();
+            socket.on('connect', () => socket.write('GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n'));
+            socket.on('data', (chunk: Buffer) => (out += chunk.toString('latin1')));
+            socket.on('close', () => resolve(out.split('\r\n')[0] ?? ''));
+          }),
+        scrape: () => scrape(metricsPort),
+        openNow: (count) =>
+          eventually(async () => {
+            const samples = await scrape(metricsPort);
+            return value(samples, 'petstore_open_connections') === count ? samples : undefined;
+          }),
       });
+    } finally {
+      expect(await server.stop()).toBe(0);
+      rmSync(dir, { recursive: true, force: true });
+    }
+  }
+  interface Connections {
+    open: () => ReturnType<typeof connect>;
+    refusedOne: () => Promise<string>;
+    scrape: () => Promise<Sample[]>;
+    /** The samples once the server holds `count` connections. */
+    openNow: (count: number) => Promise<Sample[]>;
+  }
+
+  it('counts the open connections and those refused past the per-address cap, answered', () =>
+    withServer({ MAX_CONNECTIONS_PER_ADDRESS: '2' }, async ({ open, refusedOne, scrape, openNow }) => {
+      const held = [open(), open()];
+      await openNow(2);
+      expect(await Promise.all([1, 2, 3].map(refusedOne))).toEqual(Array(3).fill('HTTP/1.1 429 Too Many Requests'));
+      const samples = await openNow(2);
+      expect(value(samples, 'petstore_refused_connections_total', { reason: 'address_cap' })).toBe(3);
       expect(value(samples, 'petstore_refused_connections_total', { reason: 'global_cap' })).toBe(0);
-      expect(value(samples, 'petstore_open_connections')).toBe(2);
       for (const s of held) s.destroy();
       // Counters keep counting across scrapes; the gauge follows the connections.
-      await eventually(async () => (value(await scrape(metricsPort), 'petstore_open_connections') === 0 ? true : undefined));
-      expect(value(await scrape(metricsPort), 'petstore_refused_connections_total', { reason: 'address_cap' })).toBe(3);
-    } finally {
-      expect(await server.stop()).toBe(0);
-      rmSync(dir, { recursive: true, force: true });
-    }
-  });
-});
+      await openNow(0);
+      expect(value(await scrape(), 'petstore_refused_connections_total', { reason: 'address_cap' })).toBe(3);
+    }));
 
-describe('GET /metrics with WEB_CONCURRENCY=2', () => {
-  it('answers for both workers together, from the primary', async () => {
-    const dir = mkdtempSync(join(tmpdir(), 'petstore-metrics-cluster-'));
-    const metricsPort = await freePort();
-    const server = await startServer({ DATABASE_PATH: join(dir, 'petstore.db'), WEB_CONCURRENCY: '2', METRICS_PORT: String(metricsPort) });
-    try {
-      // Both workers listen before the load, so the cluster's round-robin gives each a share.
-      await eventually(() => (server.log().match(/Pet store listening/g)?.length === 2 ? true : undefined), 20_000);
-      const requests = 40;
-      for (let i = 0; i < requests; i++) {
-        // A connection of its own each, so that the primary hands each to the next worker.
-        const res = await fetch(`${server.url}/openapi.json`, { headers: { Connection: 'close' } });
-        expect(res.status).toBe(200);
-        await res.arrayBuffer();
-      }
-      const samples = await scrape(metricsPort);
-      // One worker's metrics alone would hold about half.
-      expect(value(samples, 'http_server_request_duration_seconds_count', { operation: 'openapiJson' })).toBe(requests);
-      // Node's metrics added up too: both workers' resident memory, more than either's.
-      expect(value(samples, 'process_resident_memory_bytes')).toBeGreaterThan(0);
-    } finally {
-      expect(await server.stop()).toBe(0);
-      rmSync(dir, { recursive: true, force: true });
-    }
-  });
+  it('counts a refusal past the global cap under its own reason', () =>
+    withServer({ MAX_CONNECTIONS: '2' }, async ({ open, refusedOne, openNow }) => {
+      const held = [open(), open()];
+      await openNow(2);
+      expect(await refusedOne()).toBe('HTTP/1.1 503 Service Unavailable');
+      const samples = await openNow(2);
+      expect(value(samples, 'petstore_refused_connections_total', { reason: 'global_cap' })).toBe(1);
+      expect(value(samples, 'petstore_refused_connections_total', { reason: 'address_cap' })).toBe(0);
+      for (const s of held) s.destroy();
+    }));
 });
