@@ -132,7 +132,7 @@ const variables = z.object({
   // Unset: derived from the file-descriptor limit (server/connections.ts, docs/operations.md).
   MAX_CONNECTIONS: int(1, 10_000_000).optional(),
   // 0 = no per-address cap (docs/operations.md, "Connections").
-  MAX_CONNECTIONS_PER_ADDRESS: int(0, 10_000_000).default(64),
+  MAX_CONNECTIONS_PER_ADDRESS: int(0, 10_000_000).default(512),
   HEADERS_TIMEOUT_MS: int(100, 600_000).default(10_000),
   REQUEST_TIMEOUT_MS: int(100, 600_000).default(30_000),
   KEEP_ALIVE_TIMEOUT_MS: int(100, 600_000).default(5_000),

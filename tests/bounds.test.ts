@@ -33,6 +33,7 @@ describe("openapi.yaml's info.x-limits (the defaults no response header states)"
       failedLoginWindowSeconds: config.loginLockoutMs / 1000,
       passwordChecksPerAccountPerMinute: config.passwordChecksPerMinute,
       activeKeysPerAccount: config.bounds.activeApiKeysPerAccount,
+      connectionsPerAddress: config.maxConnectionsPerAddress,
     });
   });
 });

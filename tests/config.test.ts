@@ -12,7 +12,7 @@ describe('configuration', () => {
       databasePoolSize: 10,
       // Unset: derived from the file-descriptor limit when the server starts (server/connections.ts).
       maxConnections: undefined,
-      maxConnectionsPerAddress: 64,
+      maxConnectionsPerAddress: 512,
       headersTimeoutMs: 10_000,
       requestTimeoutMs: 30_000,
       keepAliveTimeoutMs: 5_000,

@@ -10,6 +10,7 @@ import { InFlight } from '../server/http-server';
 import { answeringAtMost, fileDescriptorLimit, globalCap, limitReaders, refusalLingerMs, reservedDescriptors } from '../server/connections';
 import { describeOnLinux, itOnLinux } from './platform';
 import { eventually, startServer, type ServerProcess } from '../scripts/server-process';
+import { freePort, parseExposition, value } from './exposition';
 
 interface RawResponse {
   status: number;
@@ -206,6 +207,32 @@ describe('thousands of slow and idle connections at once', () => {
       expect(ms[ms.length - 1]).toBeLessThan(kind.after + 3_000);
     }
   }, 30_000);
+});
+
+describe('the default caps', () => {
+  let server: ServerProcess;
+  let metricsPort: number;
+  beforeAll(async () => {
+    metricsPort = await freePort();
+    server = await startServer({ DATABASE_PATH: join(dir, 'defaults.db'), SEED_DEMO_DATA: 'false', METRICS_PORT: String(metricsPort) });
+  }, 60_000);
+  afterAll(() => server.stop());
+
+  it('answer 200 concurrent fetch calls from one host, a connection each, all 200', async () => {
+    const statuses = await Promise.all(
+      Array.from({ length: 200 }, () =>
+        fetch(`${server.url}/healthz`).then(
+          (res) => res.status,
+          (err: Error & { cause?: { code?: string } }) => err.cause?.code ?? err.message,
+        ),
+      ),
+    );
+    expect(statuses).toEqual(Array(200).fill(200));
+    // On connections of their own, still open (keep-alive).
+    const samples = parseExposition(await (await fetch(`http://127.0.0.1:${metricsPort}/metrics`)).text());
+    expect(value(samples, 'petstore_open_connections')).toBeGreaterThan(150);
+    expect(value(samples, 'petstore_refused_connections_total')).toBe(0);
+  });
 });
 
 describe('MAX_CONNECTIONS', () => {
