@@ -154,9 +154,9 @@ function send(agent: Agent, base: string, what: string, key: string | undefined,
   });
 }
 
-// The issue this answers: 32 keep-alive clients, SIGTERM, and every request those clients
-// had sent failed with a reset. Here the clients go on sending until the service no
-// longer listens (a refused connection: nothing was sent); no request fails, every order
+// What this guards against: 32 keep-alive clients, SIGTERM, and every request those
+// clients had sent failing with a reset. Here the clients go on sending until the service
+// no longer listens (a refused connection: nothing was sent); no request fails, every order
 // acknowledged is stored, and /readyz said 503 first. Not even a request on a new
 // connection the kernel had queued for the listener when it closed: the service holds
 // its answers until no client is on its way in (server/http-server.ts, close()).

@@ -42,9 +42,9 @@ const maxId = 9007199254740991;
  * estimates: the index on all of them where it expects few matches, and on the plan test's
  * data (tests/list-plans.test.ts, with the values and as the generic plan); at a million
  * rows it may read an index on fewer of them and check the rest row by row, or read every
- * match and sort it (docs/performance.md, "Where PostgreSQL's tail is not"). A row range
- * over all of them was tried and read worse: PostgreSQL estimates a row comparison from
- * its first column alone.
+ * match and sort it (docs/performance.md, "Where PostgreSQL's p99 goes"). A row range
+ * over all of them reads worse: PostgreSQL estimates a row comparison from its first
+ * column alone.
  */
 function keysetPage(equal: Array<[AnyPgColumn, string]>, id: AnyPgColumn): { where: SQL | undefined; orderBy: SQL[] } {
   const after = p('after');
