@@ -35,7 +35,8 @@ describe('express-openapi-validator, as patched at install', () => {
       `express-openapi-validator+${installed}.patch`,
     ]);
     // Applied at install where patch-package is (the devDependencies), and before every bundle.
-    expect(pkg.scripts.postinstall).toContain('then patch-package --error-on-fail --error-on-warn;');
+    expect(pkg.scripts.postinstall).toContain("require.resolve('patch-package/index.js')");
+    expect(pkg.scripts.postinstall).toContain("[p, '--error-on-fail', '--error-on-warn']");
   });
 
   it('compiles each route matcher once and hands the same one back', () => {
