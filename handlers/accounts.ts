@@ -1,8 +1,8 @@
+import { generateApiKey } from '../domain/api-keys';
 import type { Account, Role } from '../domain/types';
-import { ApiError, notFound } from '../server/errors';
+import { ApiError, notFound } from '../domain/errors';
 import type { AppContext, HandlerModule } from '../server/operations';
 import { pageOf, pageRequest } from '../server/pagination';
-import { generateApiKey } from '../server/security';
 
 /**
  * Creates an account with its password hashed as every new password is (server/passwords.ts);

@@ -1,4 +1,4 @@
-import { notFound } from '../server/errors';
+import { notFound } from '../domain/errors';
 import type { HandlerModule } from '../server/operations';
 import { pageOf, pageRequest } from '../server/pagination';
 

@@ -1,5 +1,4 @@
-import { DomainError } from '../domain/errors';
-import { apiErrorOf, notFound } from '../server/errors';
+import { apiErrorOf, DomainError, notFound } from '../domain/errors';
 import type { HandlerModule } from '../server/operations';
 
 export const messagesHandlers: HandlerModule<'messages'> = {

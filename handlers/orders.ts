@@ -1,4 +1,4 @@
-import { apiErrorOf, notFound } from '../server/errors';
+import { apiErrorOf, notFound } from '../domain/errors';
 import type { HandlerModule } from '../server/operations';
 import { pageOf, pageRequest } from '../server/pagination';
 

@@ -1,5 +1,4 @@
-import { StorageUnavailable } from '../domain/errors';
-import { ApiError } from '../server/errors';
+import { ApiError, StorageUnavailable } from '../domain/errors';
 import type { HandlerModule } from '../server/operations';
 
 export const serviceHandlers: HandlerModule<'service'> = {

@@ -6,7 +6,7 @@
 // Nothing here names an operation: editing openapi.yaml is the only way to deprecate one.
 import type { Request, RequestHandler, Response } from 'express';
 import type { DeprecatedCallLog } from './deprecated-calls';
-import { ApiError } from './errors';
+import { ApiError } from '../domain/errors';
 import type { OperationEntry } from './spec';
 
 interface DeprecatedOperation {

@@ -6,7 +6,8 @@ import { createServer, type IncomingMessage, type RequestListener, type Server, 
 import { Server as NetServer, type Socket } from 'node:net';
 import type { Config } from './config';
 import { capConnections, connectionCaps, trustedProxies, type CapsConfig, type ConnectionCounts } from './connections';
-import { rawErrorResponse, type ErrorCode } from './errors';
+import type { ErrorCode } from '../domain/errors';
+import { rawErrorResponse } from './errors';
 import type { Logger } from './log';
 
 /** Shared by the app and its server. */

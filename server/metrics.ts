@@ -10,7 +10,7 @@ import { AggregatorRegistry, collectDefaultMetrics, Counter, Gauge, Histogram, R
 import type { Storage } from '../domain/storage';
 import type { StoreEvents } from '../domain/store';
 import { refusalReasons, type ConnectionCounts } from './connections';
-import type { ApiError } from './errors';
+import type { ApiError } from '../domain/errors';
 import type { Logger } from './log';
 import type { OnRefusal, RateLimiterName } from './rate-limit';
 import type { OperationEntry } from './spec';

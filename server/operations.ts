@@ -11,7 +11,7 @@ import type { PasswordHashing } from './passwords';
 import type { Store } from '../domain/store';
 import type { Principal } from '../domain/types';
 import { principalOf } from './security';
-import { ApiError } from './errors';
+import { ApiError } from '../domain/errors';
 
 type Op<K extends OperationId> = operations[K];
 type OrEmpty<T> = [T] extends [never] ? Record<string, never> : T;

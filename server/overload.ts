@@ -4,7 +4,7 @@
 // a sample finds the loop on time again. Everything a request would cost (body, key,
 // validation, the database) is skipped, so the backlog drains instead of growing.
 import type { RequestHandler } from 'express';
-import { ApiError } from './errors';
+import { ApiError } from '../domain/errors';
 import type { Logger } from './log';
 
 export interface OverloadMonitor {

@@ -8,7 +8,7 @@ import { randomBytes, timingSafeEqual } from 'node:crypto';
 import { availableParallelism } from 'node:os';
 import { join } from 'node:path';
 import { Worker } from 'node:worker_threads';
-import { ApiError } from './errors';
+import { ApiError } from '../domain/errors';
 
 /** What new hashes use: OWASP's minimum for argon2id (19 MiB, 2 passes, 1 lane). */
 export const currentParams = { algorithm: 'argon2id', version: 19, memoryKiB: 19_456, passes: 2, parallelism: 1 } as const;

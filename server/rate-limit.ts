@@ -16,7 +16,7 @@ import { createHash } from 'node:crypto';
 import type { NextFunction, Request, RequestHandler, Response } from 'express';
 import { ipKeyGenerator, type ClientRateLimitInfo, type Options, type Store } from 'express-rate-limit';
 import type { Config } from './config';
-import { ApiError } from './errors';
+import { ApiError } from '../domain/errors';
 import type { Logger } from './log';
 import { credentialsOf } from './security';
 

@@ -2,7 +2,7 @@
 // validator's match (`openapi`), the caller found by the security handlers (`principal`)
 // and, when tracing, its span's ids.
 import type { Principal } from '../domain/types';
-import type { ApiError } from './errors';
+import type { ApiError } from '../domain/errors';
 import type { Credentials } from './security';
 import type { Operation, SpecPath } from './path-table';
 

@@ -8,7 +8,7 @@ import request from 'supertest';
 import { hashPasswordAsReleased, scryptHashWith } from './fixtures/released-password-hash';
 import { customer, expectError, password, setupApp, uniqueEmail, type TestApp } from './helpers';
 import { itOnLinux } from './platform';
-import { ApiError } from '../server/errors';
+import { ApiError } from '../domain/errors';
 import { HashGate, createPasswordHashing } from '../server/passwords';
 
 const argon2Raw = (

@@ -34,7 +34,7 @@ import { migratePg, openPgDatabase } from '../../db/pg/storage';
 import { loadConfig } from '../../server/config';
 import { encodeCursor } from '../../server/pagination';
 import { createPasswordHashing } from '../../server/passwords';
-import { generateApiKey } from '../../server/security';
+import { generateApiKey } from '../../domain/api-keys';
 import { loadSpec } from '../../server/spec';
 import { clockTicks, freePort, median, num, stat } from './common';
 import { canPin, ensureWrk, pooled, wrk } from './wrk';

@@ -12,7 +12,7 @@ import { createStore } from '../../domain/store';
 import { createApp } from '../../server/app';
 import { loadConfig } from '../../server/config';
 import { encodeCursor } from '../../server/pagination';
-import { generateApiKey } from '../../server/security';
+import { generateApiKey } from '../../domain/api-keys';
 
 const pageSize = 20;
 const deepPage = 10_000;
