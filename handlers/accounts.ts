@@ -1,8 +1,8 @@
 import { generateApiKey } from '../domain/api-keys';
 import type { Account, Role } from '../domain/types';
 import { ApiError, notFound } from '../domain/errors';
-import type { AppContext, HandlerModule } from '../server/operations';
-import { pageOf, pageRequest } from '../server/pagination';
+import type { AppContext, HandlerModule } from './types';
+import { pageOf, pageRequest } from './pagination';
 
 /**
  * Creates an account with its password hashed as every new password is (server/passwords.ts);

@@ -1,5 +1,5 @@
 import { apiErrorOf, DomainError, notFound } from '../domain/errors';
-import type { HandlerModule } from '../server/operations';
+import type { HandlerModule } from './types';
 
 export const messagesHandlers: HandlerModule<'messages'> = {
   async sendMessage({ body, principal }, { repos, config }) {

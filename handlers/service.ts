@@ -1,5 +1,5 @@
 import { ApiError, StorageUnavailable } from '../domain/errors';
-import type { HandlerModule } from '../server/operations';
+import type { HandlerModule } from './types';
 
 export const serviceHandlers: HandlerModule<'service'> = {
   getHealth() {

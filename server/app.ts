@@ -14,6 +14,7 @@ import { createSqliteStorage } from '../db/sqlite-storage';
 import type { Storage } from '../domain/storage';
 import { createStore } from '../domain/store';
 import { handlers as defaultHandlers } from '../handlers';
+import type { AppContext, HandlerTable } from '../handlers/types';
 import { bodyReader, declaredTooLarge, isStorableDateTime } from './body';
 import { browserHeaders } from './browser-headers';
 import { createDocsRouter } from './docs';
@@ -27,7 +28,7 @@ import { accessLog, createLogger, type Logger } from './log';
 import type { Metrics } from './metrics';
 import { canonicalIntegers } from './params';
 import { createPathTable } from './path-table';
-import { operationHandlers, type AppContext, type HandlerTable } from './operations';
+import { operationHandlers } from './operations';
 import { shedWhenOverloaded, type OverloadMonitor } from './overload';
 import { createRateLimiters, memoryStores, type RateLimitStoreFactory } from './rate-limit';
 import { createRateLimitStore } from './rate-limit-store';
@@ -237,7 +238,7 @@ export function createApp({
         route,
         // Before anything costs: while the event loop is behind, only /healthz gets through.
         shedWhenOverloaded(overload),
-        servicePages(inlined, { ...defaultHandlers, ...handlers }, ctx),
+        servicePages(inlined, { ...defaultHandlers, ...handlers }, ctx, config.validateResponses),
         contractAndDocs,
         // Before anything may refuse the request, so that refusals carry them; a preflight is answered here.
         browserHeaders(config.corsOrigins),

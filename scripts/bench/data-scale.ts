@@ -32,7 +32,7 @@ import { Client } from 'pg';
 import { createDatabase } from '../../db/client';
 import { migratePg, openPgDatabase } from '../../db/pg/storage';
 import { loadConfig } from '../../server/config';
-import { encodeCursor } from '../../server/pagination';
+import { encodeCursor } from '../../handlers/pagination';
 import { createPasswordHashing } from '../../server/passwords';
 import { generateApiKey } from '../../domain/api-keys';
 import { loadSpec } from '../../server/spec';

@@ -11,7 +11,7 @@ import { createSqliteStorage } from '../../db/sqlite-storage';
 import { createStore } from '../../domain/store';
 import { createApp } from '../../server/app';
 import { loadConfig } from '../../server/config';
-import { encodeCursor } from '../../server/pagination';
+import { encodeCursor } from '../../handlers/pagination';
 import { generateApiKey } from '../../domain/api-keys';
 
 const pageSize = 20;
