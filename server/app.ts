@@ -9,6 +9,7 @@
 // and response checks -> handler; then the error mapper.
 import express, { type Express, type RequestHandler } from 'express';
 import * as OpenApiValidator from 'express-openapi-validator';
+import type { Logger } from 'pino';
 import type { Db } from '../db/client';
 import { createSqliteStorage } from '../db/sqlite-storage';
 import type { Storage } from '../domain/storage';
@@ -24,7 +25,7 @@ import { createDeprecation } from './deprecation';
 import { ApiError } from '../domain/errors';
 import { errorMapper } from './errors';
 import { createLifecycle, type Lifecycle } from './http-server';
-import { accessLog, createLogger, type Logger } from './log';
+import { accessLog, createLogger } from './log';
 import type { Metrics } from './metrics';
 import { canonicalIntegers } from './params';
 import { createPathTable } from './path-table';

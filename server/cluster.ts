@@ -8,8 +8,8 @@
 // primary exits 0 once all have (1 if any did not exit cleanly). A worker that dies on its
 // own is replaced; one that exits before it listens (it could not start) stops them all.
 import cluster, { type Worker } from 'node:cluster';
+import type { Logger } from 'pino';
 import type { Config } from './config';
-import type { Logger } from './log';
 import { checkListen, prepareStorageWhenReachable } from './startup';
 
 export async function startPrimary(config: Config, log: Logger): Promise<void> {

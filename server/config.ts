@@ -2,16 +2,25 @@
 // start-up with a message naming the variable. `Config` is inferred from the schema, so
 // a setting is written once.
 import { isIP } from 'node:net';
+import { availableParallelism } from 'node:os';
 import * as z from 'zod';
 import { defaultDatabaseTimeoutMs } from '../domain/storage';
 import { defaultBounds } from '../domain/store';
-import { defaultHashConcurrency } from './passwords';
 
 const boolean = z.enum(['true', 'false', '1', '0']).transform((v) => v === 'true' || v === '1');
 const int = (min: number, max: number) => z.coerce.number().int().min(min).max(max);
 
 /** Request bodies larger than this are refused with 413 (openapi.yaml, "Limits"). */
 export const bodyLimitBytes = 64 * 1024;
+
+/**
+ * Password hashes at once in a process, by default: one per core but one, so that the event
+ * loop keeps a core while logins arrive in a burst, shared among the WEB_CONCURRENCY
+ * processes; at least one (server/passwords.ts runs them).
+ */
+function defaultHashConcurrency(webConcurrency: number, cores = availableParallelism()): number {
+  return Math.max(1, Math.floor((cores - 1) / webConcurrency));
+}
 
 const namedProxyRanges = new Set(['loopback', 'linklocal', 'uniquelocal']);
 

@@ -9,9 +9,9 @@ import { readFileSync } from 'node:fs';
 import { BlockList, type SocketAddress, type Socket } from 'node:net';
 import type { RequestListener, Server } from 'node:http';
 import { ipKeyGenerator } from 'express-rate-limit';
+import type { Logger } from 'pino';
 import type { Config } from './config';
 import { rawErrorResponse } from './errors';
-import type { Logger } from './log';
 import { StartupError } from './startup';
 
 export type RefusalReason = 'address_cap' | 'global_cap';

@@ -3,8 +3,8 @@
 import { randomUUID } from 'node:crypto';
 import { STATUS_CODES } from 'node:http';
 import type { ErrorRequestHandler, Request, Response } from 'express';
+import type { Logger } from 'pino';
 import { ApiError, apiErrorOf, DomainError, StorageUnavailable, unavailable, type ErrorCode } from '../domain/errors';
-import type { Logger } from './log';
 import './request-context';
 
 /**

@@ -4,11 +4,11 @@
 import cluster from 'node:cluster';
 import { createServer, type IncomingMessage, type RequestListener, type Server, type ServerResponse } from 'node:http';
 import { Server as NetServer, type Socket } from 'node:net';
+import type { Logger } from 'pino';
 import type { Config } from './config';
 import { capConnections, connectionCaps, trustedProxies, type CapsConfig, type ConnectionCounts } from './connections';
 import type { ErrorCode } from '../domain/errors';
 import { rawErrorResponse } from './errors';
-import type { Logger } from './log';
 
 /** Shared by the app and its server. */
 export interface Lifecycle {

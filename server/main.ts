@@ -3,6 +3,7 @@
 // drains (see server/http-server.ts), stops the worker, closes the database and exits 0.
 // With WEB_CONCURRENCY > 1 this process is the cluster's primary (server/cluster.ts).
 import cluster from 'node:cluster';
+import type { Logger } from 'pino';
 import { openStorage, type ServiceOptions } from '../db/open';
 import { createApp } from './app';
 import { createDeprecatedCallLog } from './deprecated-calls';
@@ -10,7 +11,7 @@ import { startPrimary } from './cluster';
 import { ConfigError, loadConfig, type Config } from './config';
 import { startDeliveryWorker, type DeliveryWorker } from './delivery-worker';
 import { createHttpServer, createLifecycle } from './http-server';
-import { createLogger, type Logger } from './log';
+import { createLogger } from './log';
 import { createOverloadMonitor } from './overload';
 import { listenOrFail, prepareStorageWhenReachable, StartupError } from './startup';
 

@@ -4,8 +4,8 @@
 // a sample finds the loop on time again. Everything a request would cost (body, key,
 // validation, the database) is skipped, so the backlog drains instead of growing.
 import type { RequestHandler } from 'express';
+import type { Logger } from 'pino';
 import { ApiError } from '../domain/errors';
-import type { Logger } from './log';
 
 export interface OverloadMonitor {
   /** Whether new requests are being shed now. */

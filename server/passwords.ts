@@ -5,7 +5,6 @@
 // `concurrency` at once in a process, at most `queue` wait, and the rest are refused with
 // 503 `overloaded`. docs/decisions.md, "Passwords".
 import { randomBytes, timingSafeEqual } from 'node:crypto';
-import { availableParallelism } from 'node:os';
 import { join } from 'node:path';
 import { Worker } from 'node:worker_threads';
 import { ApiError } from '../domain/errors';
@@ -207,14 +206,6 @@ export interface PasswordHashingOptions {
   concurrency: number;
   /** Hashes that may wait for one of those; past them, 503 `overloaded`. */
   queue: number;
-}
-
-/**
- * By default one hash at a time per core but one, so that the event loop keeps a core while
- * logins arrive in a burst, shared among the WEB_CONCURRENCY processes; at least one.
- */
-export function defaultHashConcurrency(webConcurrency = 1, cores = availableParallelism()): number {
-  return Math.max(1, Math.floor((cores - 1) / webConcurrency));
 }
 
 /** A slot for one hash: `limit` run, `queueLimit` wait in order, the rest are refused. */

@@ -15,9 +15,9 @@
 import { createHash } from 'node:crypto';
 import type { NextFunction, Request, RequestHandler, Response } from 'express';
 import { ipKeyGenerator, type ClientRateLimitInfo, type Options, type Store } from 'express-rate-limit';
+import type { Logger } from 'pino';
 import type { Config } from './config';
 import { ApiError } from '../domain/errors';
-import type { Logger } from './log';
 import { credentialsOf } from './security';
 
 export type RateLimiterName = 'address' | 'account' | 'login-account' | 'login-address' | 'password-checks' | 'signup';

@@ -8,8 +8,9 @@ import type { RequestHandler } from 'express';
 import { context, propagation, ROOT_CONTEXT, SpanKind, SpanStatusCode, trace, type Tracer } from '@opentelemetry/api';
 import { NodeSDK, resources } from '@opentelemetry/sdk-node';
 import type { SpanProcessor } from '@opentelemetry/sdk-trace-base';
+import type { Logger } from 'pino';
 import type { Queries, Storage } from '../domain/storage';
-import { isProbe, type Logger } from './log';
+import { isProbe } from './log';
 import './request-context';
 
 export interface Tracing {

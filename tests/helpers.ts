@@ -16,7 +16,8 @@ import { createSqliteStorage } from '../db/sqlite-storage';
 import type { Storage } from '../domain/storage';
 import { createStore, type Store } from '../domain/store';
 import { registerAccount } from '../handlers/accounts';
-import { createLogger, type Logger } from '../server/log';
+import type { Logger } from 'pino';
+import { createLogger } from '../server/log';
 import { createPasswordHashing, type PasswordHashing } from '../server/passwords';
 
 /** A logger whose JSON lines the test can read back. */
