@@ -121,7 +121,7 @@ export default tseslint.config(
   {
     // The checkpoint and hashing threads' bodies, the bundle's entry and the runtime choice:
     // plain CommonJS, so node runs them as they are.
-    files: ['db/checkpoint-worker.cjs', 'server/hash-worker.cjs', 'server/entry.cjs', 'scripts/runtime.cjs'],
+    files: ['db/checkpoint-worker.cjs', 'server/security/hash-worker.cjs', 'server/entry.cjs', 'scripts/runtime.cjs'],
     languageOptions: {
       sourceType: 'commonjs',
       globals: {

@@ -136,7 +136,7 @@ export const messages = sqliteTable(
 
 // Rate-limit budgets shared by every process on this file (WEB_CONCURRENCY workers): one
 // row per client key and window; `hits` counts the requests granted to processes' leases
-// in the window, `granted` the last lease (server/rate-limit-store.ts).
+// in the window, `granted` the last lease (server/security/rate-limit-store.ts).
 export const rateLimits = sqliteTable('rate_limits', {
   key: text('key').primaryKey(),
   hits: integer('hits').notNull(),

@@ -5,7 +5,7 @@ import type { AppContext, HandlerModule } from './types';
 import { pageOf, pageRequest } from './pagination';
 
 /**
- * Creates an account with its password hashed as every new password is (server/passwords.ts);
+ * Creates an account with its password hashed as every new password is (server/security/passwords.ts);
  * null when the email is taken. Sign-up uses it, and so does `npm run account:create`, the
  * only way to make an admin.
  */

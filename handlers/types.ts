@@ -38,7 +38,7 @@ export type Result<K extends OperationId> = {
     : { status: S; body: JsonOf<Responses<K>[S]>; headers?: Record<string, string> };
 }[SuccessStatus<K>];
 
-/** How a handler hashes a new password (server/passwords.ts: on threads of their own, a bound on hashes at once). */
+/** How a handler hashes a new password (server/security/passwords.ts: on threads of their own, a bound on hashes at once). */
 export interface PasswordHasher {
   hash(password: string): Promise<string>;
 }

@@ -45,7 +45,7 @@ const assets = [
   'db/migrations',
   'db/pg/migrations',
   'db/checkpoint-worker.cjs',
-  'server/hash-worker.cjs',
+  'server/security/hash-worker.cjs',
   'server/docs-assets',
 ];
 

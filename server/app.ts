@@ -31,12 +31,12 @@ import { canonicalIntegers } from './params';
 import { createPathTable } from './path-table';
 import { operationHandlers } from './operations';
 import { shedWhenOverloaded, type OverloadMonitor } from './overload';
-import { createRateLimiters, memoryStores, type RateLimitStoreFactory } from './rate-limit';
-import { createRateLimitStore } from './rate-limit-store';
+import { createRateLimiters, memoryStores, type RateLimitStoreFactory } from './security/rate-limit';
+import { createRateLimitStore } from './security/rate-limit-store';
 import { requestId } from './request-id';
 import { servicePages } from './service-pages';
-import { createPasswordHashing, type PasswordHashing } from './passwords';
-import { createSecurityHandlers } from './security';
+import { createPasswordHashing, type PasswordHashing } from './security/passwords';
+import { createSecurityHandlers } from './security/auth';
 import type { Tracing } from './tracing';
 import { dereferenced, loadSpec, loadSpecYaml, operationsOf, specRouter, type OpenApiDocument } from './spec';
 

@@ -16,7 +16,7 @@ export const bodyLimitBytes = 64 * 1024;
 /**
  * Password hashes at once in a process, by default: one per core but one, so that the event
  * loop keeps a core while logins arrive in a burst, shared among the WEB_CONCURRENCY
- * processes; at least one (server/passwords.ts runs them).
+ * processes; at least one (server/security/passwords.ts runs them).
  */
 function defaultHashConcurrency(webConcurrency: number, cores = availableParallelism()): number {
   return Math.max(1, Math.floor((cores - 1) / webConcurrency));
@@ -200,7 +200,7 @@ const schema = variables
     passwordChecksPerMinute: e.PASSWORD_CHECKS_PER_MINUTE,
     /** Accounts one client address may create an hour (POST /accounts that answer 201). */
     signupsPerAddressPerHour: e.SIGNUPS_PER_ADDRESS_PER_HOUR,
-    /** How many password hashes run at once in this process and how many wait (server/passwords.ts). */
+    /** How many password hashes run at once in this process and how many wait (server/security/passwords.ts). */
     passwordHashing: {
       concurrency: e.PASSWORD_HASH_CONCURRENCY ?? defaultHashConcurrency(e.WEB_CONCURRENCY),
       queue: e.PASSWORD_HASH_QUEUE,

@@ -89,7 +89,7 @@ export function globalCap(configured: number | undefined, poolSize: number, limi
 
 /**
  * The address a connection is counted under, as the rate limits count a request's
- * (server/rate-limit.ts): an IPv4 address (also when written in IPv6 by a dual-stack
+ * (server/security/rate-limit.ts): an IPv4 address (also when written in IPv6 by a dual-stack
  * listener), or an IPv6 address's /56, since one IPv6 client holds a whole prefix.
  */
 const addressKey = (address: string) => ipKeyGenerator(address);

@@ -12,7 +12,7 @@ import type { Storage } from '../domain/storage';
 import type { StoreEvents } from '../domain/store';
 import { refusalReasons, type ConnectionCounts } from './connections';
 import type { ApiError } from '../domain/errors';
-import type { OnRefusal, RateLimiterName } from './rate-limit';
+import type { OnRefusal, RateLimiterName } from './security/rate-limit';
 import type { OperationEntry } from './spec';
 import { StartupError } from './startup';
 

@@ -6,7 +6,7 @@ import { operationTable, type OperationId } from '../generated/operations';
 import type { Principal } from '../domain/types';
 import { isNotImplemented, type AppContext, type Handler, type Input } from '../handlers/types';
 import type { OperationEntry } from './spec';
-import { principalOf } from './security';
+import { principalOf } from './security/auth';
 
 /**
  * The middleware that serves each operation, by operationId, for the end of its chain

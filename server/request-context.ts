@@ -3,7 +3,7 @@
 // and, when tracing, its span's ids.
 import type { Principal } from '../domain/types';
 import type { ApiError } from '../domain/errors';
-import type { Credentials } from './security';
+import type { Credentials } from './security/auth';
 import type { Operation, SpecPath } from './path-table';
 
 declare global {
@@ -26,7 +26,7 @@ declare global {
         pathParams: Record<string, string>;
         schema: Record<string, unknown> & { operationId?: string; security?: Array<Record<string, unknown>> };
       };
-      /** Its Authorization header, parsed once (server/security.ts, credentialsOf). */
+      /** Its Authorization header, parsed once (server/security/auth.ts, credentialsOf). */
       credentials?: Credentials;
       principal?: Principal;
       /** Why authentication failed, as the security handler decided it. */

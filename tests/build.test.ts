@@ -61,7 +61,7 @@ describe('npm run build', () => {
       'openapi.yaml',
       'generated/openapi.json',
       'db/checkpoint-worker.cjs',
-      'server/hash-worker.cjs',
+      'server/security/hash-worker.cjs',
       'db/migrations/meta/_journal.json',
       'db/pg/migrations/meta/_journal.json',
       'server/docs-assets',

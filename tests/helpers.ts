@@ -18,7 +18,7 @@ import { createStore, type Store } from '../domain/store';
 import { registerAccount } from '../handlers/accounts';
 import type { Logger } from 'pino';
 import { createLogger } from '../server/log';
-import { createPasswordHashing, type PasswordHashing } from '../server/passwords';
+import { createPasswordHashing, type PasswordHashing } from '../server/security/passwords';
 
 /** A logger whose JSON lines the test can read back. */
 export function captureLog(level: Config['logLevel'] = 'debug'): {

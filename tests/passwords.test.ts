@@ -9,7 +9,7 @@ import { hashPasswordAsReleased, scryptHashWith } from './fixtures/released-pass
 import { customer, expectError, password, setupApp, uniqueEmail, type TestApp } from './helpers';
 import { itOnLinux } from './platform';
 import { ApiError } from '../domain/errors';
-import { HashGate, createPasswordHashing } from '../server/passwords';
+import { HashGate, createPasswordHashing } from '../server/security/passwords';
 
 const argon2Raw = (
   algorithm: 'argon2id' | 'argon2i' | 'argon2d',

@@ -33,7 +33,7 @@ import { createDatabase } from '../../db/client';
 import { migratePg, openPgDatabase } from '../../db/pg/storage';
 import { loadConfig } from '../../server/config';
 import { encodeCursor } from '../../handlers/pagination';
-import { createPasswordHashing } from '../../server/passwords';
+import { createPasswordHashing } from '../../server/security/passwords';
 import { generateApiKey } from '../../domain/api-keys';
 import { loadSpec } from '../../server/spec';
 import { clockTicks, freePort, median, num, stat } from './common';
@@ -361,7 +361,7 @@ const costCases: Case[] = [
     method: 'POST',
     body: JSON.stringify({ petId: 7, quantity: 1 }),
   },
-  // Not with a key: a customer's password, hashed on each (server/passwords.ts), one at a
+  // Not with a key: a customer's password, hashed on each (server/security/passwords.ts), one at a
   // time: more at once would wait for the hashing threads or be refused 503 overloaded.
   // The service runs with no cap on active keys here, so that each is a 201 (a customer at
   // its 20 keys revokes one per key it makes: half its requests), and with the failed-login

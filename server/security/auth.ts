@@ -1,11 +1,11 @@
 // Credentials: API keys looked up by their hash (domain/api-keys.ts), passwords checked
-// through server/passwords.ts, and the security handlers that express-openapi-validator
+// through server/security/passwords.ts, and the security handlers that express-openapi-validator
 // calls for the spec's bearerAuth and basicAuth schemes.
 import type { Request } from 'express';
-import type { Store } from '../domain/store';
-import type { Principal } from '../domain/types';
-import { hashKey } from '../domain/api-keys';
-import { ApiError, forbidden, StorageUnavailable, unauthorized, unavailable } from '../domain/errors';
+import type { Store } from '../../domain/store';
+import type { Principal } from '../../domain/types';
+import { hashKey } from '../../domain/api-keys';
+import { ApiError, forbidden, StorageUnavailable, unauthorized, unavailable } from '../../domain/errors';
 import type { PasswordHashing } from './passwords';
 
 // lastUsedAt is written at most this often per key, so a busy key is not a write per request.
