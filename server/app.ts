@@ -25,8 +25,8 @@ import { createDeprecation } from './deprecation';
 import { ApiError } from '../domain/errors';
 import { errorMapper } from './errors';
 import { createLifecycle, type Lifecycle } from './http-server';
-import { accessLog, createLogger } from './log';
-import type { Metrics } from './metrics';
+import { accessLog, createLogger } from './observability/log';
+import type { Metrics } from './observability/metrics';
 import { canonicalIntegers } from './params';
 import { createPathTable } from './path-table';
 import { operationHandlers } from './operations';
@@ -37,7 +37,7 @@ import { requestId } from './request-id';
 import { servicePages } from './service-pages';
 import { createPasswordHashing, type PasswordHashing } from './security/passwords';
 import { createSecurityHandlers } from './security/auth';
-import type { Tracing } from './tracing';
+import type { Tracing } from './observability/tracing';
 import { dereferenced, loadSpec, loadSpecYaml, operationsOf, specRouter, type OpenApiDocument } from './spec';
 
 export interface AppOptions {
@@ -61,9 +61,9 @@ export interface AppOptions {
   deprecatedCalls?: DeprecatedCallLog;
   /** The event-loop monitor (server/overload.ts): while it says overloaded, requests are shed. */
   overload?: OverloadMonitor | null;
-  /** Prometheus metrics (server/metrics.ts); none unless given. */
+  /** Prometheus metrics (server/observability/metrics.ts); none unless given. */
   metrics?: Metrics;
-  /** OpenTelemetry spans for each request and its storage calls (server/tracing.ts); none unless given. */
+  /** OpenTelemetry spans for each request and its storage calls (server/observability/tracing.ts); none unless given. */
   tracing?: Tracing;
   /** Password hashing and its bound on hashes at once; made from config.passwordHashing unless given. */
   passwords?: PasswordHashing;

@@ -226,11 +226,11 @@ const schema = variables
     overloadEventLoopDelayMs: e.OVERLOAD_EVENT_LOOP_DELAY_MS,
     trustProxy: e.TRUST_PROXY,
     logLevel: e.LOG_LEVEL,
-    /** Where GET /metrics is served (server/metrics.ts); off when the port is 0. */
+    /** Where GET /metrics is served (server/observability/metrics.ts); off when the port is 0. */
     metrics: e.METRICS_PORT === 0 ? undefined : { port: e.METRICS_PORT, host: e.METRICS_HOST },
     bodyLimitBytes,
     /**
-     * OpenTelemetry traces (server/tracing.ts): on when an exporter is named, or, unnamed
+     * OpenTelemetry traces (server/observability/tracing.ts): on when an exporter is named, or, unnamed
      * (the SDK's default is OTLP), when an OTLP endpoint is given; never when disabled.
      */
     tracing:

@@ -50,7 +50,7 @@ export function startDeliveryWorker({
   setTimer?: SetTimer;
   /** False: no timer, only runOnce (tests). */
   autostart?: boolean;
-  /** Each delivered message's lag, queued to sent, in seconds (server/metrics.ts). */
+  /** Each delivered message's lag, queued to sent, in seconds (server/observability/metrics.ts). */
   onDelivered?: (lagSeconds: number) => void;
 }): DeliveryWorker {
   let stopped = false;

@@ -104,7 +104,7 @@ function sendError(res: Response, error: ApiError): void {
     .send(JSON.stringify({ code: error.code, message: error.message, status: error.status }));
 }
 
-/** `onError` hears every error answered (server/metrics.ts counts the store's refusals). */
+/** `onError` hears every error answered (server/observability/metrics.ts counts the store's refusals). */
 export function errorMapper(log: Logger, onError?: (error: ApiError) => void): ErrorRequestHandler {
   return (err, req, res, _next) => {
     const error = toApiError(err, req);

@@ -11,17 +11,19 @@ import { startPrimary } from './cluster';
 import { ConfigError, loadConfig, type Config } from './config';
 import { startDeliveryWorker, type DeliveryWorker } from './delivery-worker';
 import { createHttpServer, createLifecycle } from './http-server';
-import { createLogger } from './log';
+import { createLogger } from './observability/log';
 import { createOverloadMonitor } from './overload';
 import { listenOrFail, prepareStorageWhenReachable, StartupError } from './startup';
 
 // prom-client is loaded only when the metrics are on (METRICS_PORT).
+type MetricsModule = typeof import('./observability/metrics');
 // eslint-disable-next-line @typescript-eslint/no-require-imports -- loaded on demand, as said above
-const metricsModule = (): typeof import('./metrics') => require('./metrics') as typeof import('./metrics');
+const metricsModule = (): MetricsModule => require('./observability/metrics') as MetricsModule;
 
 // OpenTelemetry is loaded only when tracing is on: its SDK is slow to load.
+type TracingModule = typeof import('./observability/tracing');
 // eslint-disable-next-line @typescript-eslint/no-require-imports -- loaded on demand, as said above
-const tracingModule = (): typeof import('./tracing') => require('./tracing') as typeof import('./tracing');
+const tracingModule = (): TracingModule => require('./observability/tracing') as TracingModule;
 
 async function main(): Promise<void> {
   const config = loadConfig();

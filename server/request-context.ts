@@ -31,7 +31,7 @@ declare global {
       principal?: Principal;
       /** Why authentication failed, as the security handler decided it. */
       authError?: ApiError;
-      /** The request's server span (server/tracing.ts), for its access line. */
+      /** The request's server span (server/observability/tracing.ts), for its access line. */
       trace?: { traceId: string; spanId: string };
     }
   }

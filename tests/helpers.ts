@@ -17,7 +17,7 @@ import type { Storage } from '../domain/storage';
 import { createStore, type Store } from '../domain/store';
 import { registerAccount } from '../handlers/accounts';
 import type { Logger } from 'pino';
-import { createLogger } from '../server/log';
+import { createLogger } from '../server/observability/log';
 import { createPasswordHashing, type PasswordHashing } from '../server/security/passwords';
 
 /** A logger whose JSON lines the test can read back. */

@@ -184,7 +184,7 @@ function partitionKey(key: string): string {
   return pk;
 }
 
-/** Hears each request a limiter refuses (server/metrics.ts counts them by limiter). */
+/** Hears each request a limiter refuses (server/observability/metrics.ts counts them by limiter). */
 export type OnRefusal = (limiter: RateLimiterName) => void;
 
 /** Each is placed in the chains of the operations it limits (server/app.ts). */

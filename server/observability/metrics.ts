@@ -8,13 +8,13 @@ import { createServer, type Server } from 'node:http';
 import { performance } from 'node:perf_hooks';
 import { AggregatorRegistry, collectDefaultMetrics, Counter, Gauge, Histogram, Registry } from 'prom-client';
 import type { Logger } from 'pino';
-import type { Storage } from '../domain/storage';
-import type { StoreEvents } from '../domain/store';
-import { refusalReasons, type ConnectionCounts } from './connections';
-import type { ApiError } from '../domain/errors';
-import type { OnRefusal, RateLimiterName } from './security/rate-limit';
-import type { OperationEntry } from './spec';
-import { StartupError } from './startup';
+import type { Storage } from '../../domain/storage';
+import type { StoreEvents } from '../../domain/store';
+import { refusalReasons, type ConnectionCounts } from '../connections';
+import type { ApiError } from '../../domain/errors';
+import type { OnRefusal, RateLimiterName } from '../security/rate-limit';
+import type { OperationEntry } from '../spec';
+import { StartupError } from '../startup';
 
 export interface Metrics {
   readonly registry: Registry;

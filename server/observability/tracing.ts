@@ -9,9 +9,9 @@ import { context, propagation, ROOT_CONTEXT, SpanKind, SpanStatusCode, trace, ty
 import { NodeSDK, resources } from '@opentelemetry/sdk-node';
 import type { SpanProcessor } from '@opentelemetry/sdk-trace-base';
 import type { Logger } from 'pino';
-import type { Queries, Storage } from '../domain/storage';
+import type { Queries, Storage } from '../../domain/storage';
 import { isProbe } from './log';
-import './request-context';
+import '../request-context';
 
 export interface Tracing {
   /** First in the chain: the request's server span, current while the request is served. */
