@@ -102,7 +102,7 @@ export default tseslint.config(
   },
   {
     // The body reader looks for U+0000 on purpose (PostgreSQL text cannot hold it; openapi.yaml, "Text").
-    files: ['server/body.ts'],
+    files: ['server/pipeline/body.ts'],
     rules: { 'no-control-regex': 'off' },
   },
   {

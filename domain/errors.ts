@@ -1,7 +1,7 @@
 // The errors, below every layer. Storage and the store rules raise DomainError and
 // StorageUnavailable with a code of the contract's Error.code enum and a message; ApiError
 // is the contract's Error itself (code, message, status), which handlers and the request
-// pipeline throw, and which the one error mapper (server/errors.ts) sends.
+// pipeline throw, and which the one error mapper (server/pipeline/errors.ts) sends.
 import type { components } from '../generated/openapi';
 
 export type ErrorCode = components['schemas']['Error']['code'];

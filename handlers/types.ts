@@ -1,7 +1,7 @@
 // The handler contract: each operation's input and result types come from
 // openapi-typescript's `operations`, and a tag's module must implement exactly its
 // operations (generated/operations.ts), so a missing or stray handler fails to compile.
-// server/operations.ts serves them by operationId and refuses a stray one at start-up.
+// server/pipeline/operations.ts serves them by operationId and refuses a stray one at start-up.
 import type { Logger } from 'pino';
 import type { operations } from '../generated/openapi';
 import type { OperationId, OperationsByTag } from '../generated/operations';

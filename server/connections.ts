@@ -11,7 +11,7 @@ import type { RequestListener, Server } from 'node:http';
 import { ipKeyGenerator } from 'express-rate-limit';
 import type { Logger } from 'pino';
 import type { Config } from './config';
-import { rawErrorResponse } from './errors';
+import { rawErrorResponse } from './pipeline/errors';
 import { StartupError } from './startup';
 
 export type RefusalReason = 'address_cap' | 'global_cap';

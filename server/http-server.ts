@@ -8,7 +8,7 @@ import type { Logger } from 'pino';
 import type { Config } from './config';
 import { capConnections, connectionCaps, trustedProxies, type CapsConfig, type ConnectionCounts } from './connections';
 import type { ErrorCode } from '../domain/errors';
-import { rawErrorResponse } from './errors';
+import { rawErrorResponse } from './pipeline/errors';
 
 /** Shared by the app and its server. */
 export interface Lifecycle {

@@ -92,12 +92,12 @@ export interface OperationEntry {
   security: 'public' | 'bearer' | 'basic';
   /** `x-required-role`, when the operation names one. */
   requiredRole?: string;
-  /** Whether it takes a request body (server/body.ts reads only these). */
+  /** Whether it takes a request body (server/pipeline/body.ts reads only these). */
   body?: true;
   /** The deprecation extensions, exactly as written, when the operation is `deprecated`. */
   deprecated?: { since?: string; sunset?: string; successor?: string; declaresGone: boolean };
   /**
-   * Its integer parameters, when it has any (server/params.ts takes them only as plain
+   * Its integer parameters, when it has any (server/pipeline/params.ts takes them only as plain
    * decimal text): path parameter names, and query parameters holding one integer or a
    * comma-separated list of them.
    */

@@ -3,7 +3,7 @@
 // second guard for fields a caller might pass by mistake.
 import type { RequestHandler } from 'express';
 import pino, { type DestinationStream } from 'pino';
-import '../request-context';
+import '../pipeline/request-context';
 
 const redactedPaths = [
   'req.headers.authorization',

@@ -11,7 +11,7 @@ import type { SpanProcessor } from '@opentelemetry/sdk-trace-base';
 import type { Logger } from 'pino';
 import type { Queries, Storage } from '../../domain/storage';
 import { isProbe } from './log';
-import '../request-context';
+import '../pipeline/request-context';
 
 export interface Tracing {
   /** First in the chain: the request's server span, current while the request is served. */

@@ -1,16 +1,16 @@
 // What the pipeline attaches to a request: the route (`specPath`, `operation`), the
 // validator's match (`openapi`), the caller found by the security handlers (`principal`)
 // and, when tracing, its span's ids.
-import type { Principal } from '../domain/types';
-import type { ApiError } from '../domain/errors';
-import type { Credentials } from './security/auth';
+import type { Principal } from '../../domain/types';
+import type { ApiError } from '../../domain/errors';
+import type { Credentials } from '../security/auth';
 import type { Operation, SpecPath } from './path-table';
 
 declare global {
   // eslint-disable-next-line @typescript-eslint/no-namespace
   namespace Express {
     interface Request {
-      /** Its X-Request-Id (server/request-id.ts). */
+      /** Its X-Request-Id (server/pipeline/request-id.ts). */
       id?: string;
       /** The spec's path the request path is, when it is one (server/app.ts, route). */
       specPath?: SpecPath;

@@ -4,7 +4,7 @@ import { randomUUID } from 'node:crypto';
 import { STATUS_CODES } from 'node:http';
 import type { ErrorRequestHandler, Request, Response } from 'express';
 import type { Logger } from 'pino';
-import { ApiError, apiErrorOf, DomainError, StorageUnavailable, unavailable, type ErrorCode } from '../domain/errors';
+import { ApiError, apiErrorOf, DomainError, StorageUnavailable, unavailable, type ErrorCode } from '../../domain/errors';
 import './request-context';
 
 /**

@@ -2,11 +2,11 @@
 // the last step of its chain, by operationId. Routes come from the spec's operationIds, so
 // a missing or stray handler fails start-up as it fails to compile.
 import type { Request, RequestHandler, Response } from 'express';
-import { operationTable, type OperationId } from '../generated/operations';
-import type { Principal } from '../domain/types';
-import { isNotImplemented, type AppContext, type Handler, type Input } from '../handlers/types';
-import type { OperationEntry } from './spec';
-import { principalOf } from './security/auth';
+import { operationTable, type OperationId } from '../../generated/operations';
+import type { Principal } from '../../domain/types';
+import { isNotImplemented, type AppContext, type Handler, type Input } from '../../handlers/types';
+import type { OperationEntry } from '../spec';
+import { principalOf } from '../security/auth';
 
 /**
  * The middleware that serves each operation, by operationId, for the end of its chain
