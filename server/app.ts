@@ -1,5 +1,5 @@
 // createApp builds the Express app and never listens: tests drive it in process,
-// server/main.ts serves it (server/http-server.ts). A request flows: (its metrics and
+// server/main.ts serves it (server/http/server.ts). A request flows: (its metrics and
 // span, when on) -> request id -> a declared body over the limit -> route (once) ->
 // (an overloaded service sheds; the probes, the contract and /docs answer here) ->
 // headers for browsers -> 404/405, or the operation's own chain, in the order of checks
@@ -24,13 +24,13 @@ import { createDeprecatedCallLog, type DeprecatedCallLog } from './deprecated-ca
 import { createDeprecation } from './deprecation';
 import { ApiError } from '../domain/errors';
 import { errorMapper } from './pipeline/errors';
-import { createLifecycle, type Lifecycle } from './http-server';
+import { createLifecycle, type Lifecycle } from './http/server';
 import { accessLog, createLogger } from './observability/log';
 import type { Metrics } from './observability/metrics';
 import { canonicalIntegers } from './pipeline/params';
 import { createPathTable } from './pipeline/path-table';
 import { operationHandlers } from './pipeline/operations';
-import { shedWhenOverloaded, type OverloadMonitor } from './overload';
+import { shedWhenOverloaded, type OverloadMonitor } from './http/overload';
 import { createRateLimiters, memoryStores, type RateLimitStoreFactory } from './security/rate-limit';
 import { createRateLimitStore } from './security/rate-limit-store';
 import { requestId } from './pipeline/request-id';
@@ -59,7 +59,7 @@ export interface AppOptions {
   now?: () => number;
   /** Where calls of deprecated operations are counted; main.ts flushes it at shutdown. */
   deprecatedCalls?: DeprecatedCallLog;
-  /** The event-loop monitor (server/overload.ts): while it says overloaded, requests are shed. */
+  /** The event-loop monitor (server/http/overload.ts): while it says overloaded, requests are shed. */
   overload?: OverloadMonitor | null;
   /** Prometheus metrics (server/observability/metrics.ts); none unless given. */
   metrics?: Metrics;
@@ -262,7 +262,7 @@ export function createApp({
  *
  * A handler whose work outlives its call returns the promise of that work (and calls
  * `next` inside it, if at all): `lifecycle.working` counts those not settled, so that a
- * drain waits for them even once the client has gone (server/http-server.ts). What runs
+ * drain waits for them even once the client has gone (server/http/server.ts). What runs
  * after the layer (not found, the error mapper) is synchronous.
  */
 export function inOneLayer(handlers: RequestHandler[], lifecycle: Lifecycle): RequestHandler {

@@ -138,7 +138,7 @@ const variables = z.object({
   // first (docs/operations.md, "Stopping").
   SHUTDOWN_DELAY_MS: int(0, 600_000).default(5_000),
   SHUTDOWN_TIMEOUT_MS: int(0, 600_000).default(10_000),
-  // Unset: derived from the file-descriptor limit (server/connections.ts, docs/operations.md).
+  // Unset: derived from the file-descriptor limit (server/http/connections.ts, docs/operations.md).
   MAX_CONNECTIONS: int(1, 10_000_000).optional(),
   // 0 = no per-address cap (docs/operations.md, "Connections").
   MAX_CONNECTIONS_PER_ADDRESS: int(0, 10_000_000).default(512),
@@ -222,7 +222,7 @@ const schema = variables
     headersTimeoutMs: e.HEADERS_TIMEOUT_MS,
     requestTimeoutMs: e.REQUEST_TIMEOUT_MS,
     keepAliveTimeoutMs: e.KEEP_ALIVE_TIMEOUT_MS,
-    /** Event-loop delay (ms) past which requests are shed (server/overload.ts); 0 = off. */
+    /** Event-loop delay (ms) past which requests are shed (server/http/overload.ts); 0 = off. */
     overloadEventLoopDelayMs: e.OVERLOAD_EVENT_LOOP_DELAY_MS,
     trustProxy: e.TRUST_PROXY,
     logLevel: e.LOG_LEVEL,

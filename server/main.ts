@@ -1,6 +1,6 @@
 // Serves createApp() on PORT: applies migrations (and loads the demo catalogue into a
 // brand-new database), listens, runs the message delivery worker, and on SIGTERM/SIGINT
-// drains (see server/http-server.ts), stops the worker, closes the database and exits 0.
+// drains (see server/http/server.ts), stops the worker, closes the database and exits 0.
 // With WEB_CONCURRENCY > 1 this process is the cluster's primary (server/cluster.ts).
 import cluster from 'node:cluster';
 import type { Logger } from 'pino';
@@ -10,9 +10,9 @@ import { createDeprecatedCallLog } from './deprecated-calls';
 import { startPrimary } from './cluster';
 import { ConfigError, loadConfig, type Config } from './config';
 import { startDeliveryWorker, type DeliveryWorker } from './delivery-worker';
-import { createHttpServer, createLifecycle } from './http-server';
+import { createHttpServer, createLifecycle } from './http/server';
 import { createLogger } from './observability/log';
-import { createOverloadMonitor } from './overload';
+import { createOverloadMonitor } from './http/overload';
 import { listenOrFail, prepareStorageWhenReachable, StartupError } from './startup';
 
 // prom-client is loaded only when the metrics are on (METRICS_PORT).

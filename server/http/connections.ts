@@ -10,9 +10,9 @@ import { BlockList, type SocketAddress, type Socket } from 'node:net';
 import type { RequestListener, Server } from 'node:http';
 import { ipKeyGenerator } from 'express-rate-limit';
 import type { Logger } from 'pino';
-import type { Config } from './config';
-import { rawErrorResponse } from './pipeline/errors';
-import { StartupError } from './startup';
+import type { Config } from '../config';
+import { rawErrorResponse } from '../pipeline/errors';
+import { StartupError } from '../startup';
 
 export type RefusalReason = 'address_cap' | 'global_cap';
 export const refusalReasons: readonly RefusalReason[] = ['address_cap', 'global_cap'];

@@ -5,7 +5,7 @@
 // validation, the database) is skipped, so the backlog drains instead of growing.
 import type { RequestHandler } from 'express';
 import type { Logger } from 'pino';
-import { ApiError } from '../domain/errors';
+import { ApiError } from '../../domain/errors';
 
 export interface OverloadMonitor {
   /** Whether new requests are being shed now. */
