@@ -152,7 +152,7 @@ export const writeChecks = sqliteTable('write_checks', {
 });
 
 // Calls of deprecated operations, one row per operation, UTC day and account
-// (server/deprecated-calls.ts adds to them in batches), read by `npm run deprecations`.
+// (server/deprecation/call-log.ts adds to them in batches), read by `npm run deprecations`.
 export const deprecatedCalls = sqliteTable(
   'deprecated_calls',
   {

@@ -20,8 +20,8 @@ import { bodyReader, declaredTooLarge, isStorableDateTime } from './pipeline/bod
 import { browserHeaders } from './pipeline/browser-headers';
 import { createDocsRouter } from './docs';
 import type { Config } from './config';
-import { createDeprecatedCallLog, type DeprecatedCallLog } from './deprecated-calls';
-import { createDeprecation } from './deprecation';
+import { createDeprecatedCallLog, type DeprecatedCallLog } from './deprecation/call-log';
+import { createDeprecation } from './deprecation/headers';
 import { ApiError } from '../domain/errors';
 import { errorMapper } from './pipeline/errors';
 import { createLifecycle, type Lifecycle } from './http/server';

@@ -6,7 +6,7 @@ import cluster from 'node:cluster';
 import type { Logger } from 'pino';
 import { openStorage, type ServiceOptions } from '../db/open';
 import { createApp } from './app';
-import { createDeprecatedCallLog } from './deprecated-calls';
+import { createDeprecatedCallLog } from './deprecation/call-log';
 import { startPrimary } from './cluster';
 import { ConfigError, loadConfig, type Config } from './config';
 import { startDeliveryWorker, type DeliveryWorker } from './delivery-worker';

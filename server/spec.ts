@@ -181,7 +181,7 @@ export function operationsOf(doc: { paths: Record<string, unknown> } & Record<st
       if (typeof op['x-required-role'] === 'string') entry.requiredRole = op['x-required-role'];
       if (op.requestBody !== undefined) entry.body = true;
       if (op.deprecated === true) {
-        // The 410 it answers past its sunset must be in its responses (server/deprecation.ts).
+        // The 410 it answers past its sunset must be in its responses (server/deprecation/headers.ts).
         const declaresGone = Object.hasOwn(op.responses ?? {}, '410');
         const deprecated: NonNullable<OperationEntry['deprecated']> = { declaresGone };
         const since = text(op['x-deprecated-since']);

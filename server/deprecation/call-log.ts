@@ -3,7 +3,7 @@
 // shutdown, so that a deprecated call costs a map update rather than a write.
 // `npm run deprecations` reads them (scripts/deprecations.ts).
 import type { Logger } from 'pino';
-import type { DeprecatedCalls, Storage } from '../domain/storage';
+import type { DeprecatedCalls, Storage } from '../../domain/storage';
 
 /** How long counts wait in memory before they are written. */
 export const flushIntervalMs = 10_000;
