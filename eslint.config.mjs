@@ -111,7 +111,7 @@ export default tseslint.config(
   },
   {
     // Served to the browser by /docs.
-    files: ['server/docs-assets/**/*.js'],
+    files: ['server/pages/docs-assets/**/*.js'],
     languageOptions: { globals: { document: 'readonly', window: 'readonly' } },
   },
   {

@@ -6,7 +6,7 @@
 // dist/server/main.js, a copy of server/entry.cjs, which turns V8's compile cache and
 // stack traces through the map on first), and the files the service reads at run time are
 // copied beside it, afresh so that a deleted one does not linger (db/files.ts, server/spec.ts and
-// server/docs.ts name them from there).
+// server/pages/docs.ts name them from there).
 // Why one bundle: docs/layout.md, "One bundle".
 //
 // Nothing is done when no input is newer than the last build, as make decides: tsc's own
@@ -46,7 +46,7 @@ const assets = [
   'db/pg/migrations',
   'db/checkpoint-worker.cjs',
   'server/security/hash-worker.cjs',
-  'server/docs-assets',
+  'server/pages/docs-assets',
 ];
 
 /** The newest modification time under `path` (a file or a folder), in ms. */

@@ -18,7 +18,7 @@ import { handlers as defaultHandlers } from '../handlers';
 import type { AppContext, HandlerTable } from '../handlers/types';
 import { bodyReader, declaredTooLarge, isStorableDateTime } from './pipeline/body';
 import { browserHeaders } from './pipeline/browser-headers';
-import { createDocsRouter } from './docs';
+import { createDocsRouter } from './pages/docs';
 import type { Config } from './config';
 import { createDeprecatedCallLog, type DeprecatedCallLog } from './deprecation/call-log';
 import { createDeprecation } from './deprecation/headers';
@@ -34,11 +34,12 @@ import { shedWhenOverloaded, type OverloadMonitor } from './http/overload';
 import { createRateLimiters, memoryStores, type RateLimitStoreFactory } from './security/rate-limit';
 import { createRateLimitStore } from './security/rate-limit-store';
 import { requestId } from './pipeline/request-id';
-import { servicePages } from './service-pages';
+import { probes } from './pages/probes';
 import { createPasswordHashing, type PasswordHashing } from './security/passwords';
 import { createSecurityHandlers } from './security/auth';
 import type { Tracing } from './observability/tracing';
-import { dereferenced, loadSpec, loadSpecYaml, operationsOf, specRouter, type OpenApiDocument } from './spec';
+import { loadSpecYaml, specRouter } from './pages/openapi';
+import { dereferenced, loadSpec, operationsOf, type OpenApiDocument } from './spec';
 
 export interface AppOptions {
   /** The database behind the storage port (db/open.ts). */
@@ -239,7 +240,7 @@ export function createApp({
         route,
         // Before anything costs: while the event loop is behind, only /healthz gets through.
         shedWhenOverloaded(overload),
-        servicePages(inlined, { ...defaultHandlers, ...handlers }, ctx, config.validateResponses),
+        probes(inlined, { ...defaultHandlers, ...handlers }, ctx, config.validateResponses),
         contractAndDocs,
         // Before anything may refuse the request, so that refusals carry them; a preflight is answered here.
         browserHeaders(config.corsOrigins),

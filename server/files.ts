@@ -12,3 +12,4 @@ export const specJsonFile = join(root, 'generated', 'openapi.json');
 /** openapi.yaml as written, served at /openapi.yaml. */
 export const specYamlFile = join(root, 'openapi.yaml');
 export const hashWorkerFile = join(root, 'server', 'security', 'hash-worker.cjs');
+export const docsAssetsFolder = join(root, 'server', 'pages', 'docs-assets');

@@ -1,6 +1,8 @@
+// openapi.yaml as the service reads it: loaded (as the JSON `npm run generate` writes),
+// its references inlined for the validator, and walked once into the table of operations
+// that routing, the handlers' runner, deprecation and metrics read.
 import { readFileSync } from 'node:fs';
-import { join } from 'node:path';
-import { Router } from 'express';
+import { specJsonFile } from './files';
 
 export type OpenApiDocument = {
   paths: Record<string, Record<string, { operationId?: string } & Record<string, unknown>>>;
@@ -11,7 +13,7 @@ export type OpenApiDocument = {
  * parsing the YAML at every start took about a third of it. A fresh copy on each call.
  */
 export function loadSpec(): OpenApiDocument {
-  return JSON.parse(readFileSync(join(__dirname, '..', 'generated', 'openapi.json'), 'utf8')) as OpenApiDocument;
+  return JSON.parse(readFileSync(specJsonFile, 'utf8')) as OpenApiDocument;
 }
 
 /**
@@ -56,26 +58,6 @@ export function dereferenced<T extends object>(doc: T): T {
     return fields;
   };
   return copy(doc) as T;
-}
-
-/** openapi.yaml as written, comments and all (`npm run build` copies it beside dist/). */
-export function loadSpecYaml(): string {
-  return readFileSync(join(__dirname, '..', 'openapi.yaml'), 'utf8');
-}
-
-/**
- * /openapi.yaml and /openapi.json: the contract this instance serves, with no key needed.
- * `readYaml` gives openapi.yaml itself; a spec given in code (tests) is served as its JSON
- * text, which is YAML too. Both are read on first request, not at start-up.
- */
-export function specRouter(spec: OpenApiDocument, readYaml?: () => string): Router {
-  const router = Router({ caseSensitive: true, strict: true });
-  let json: string | undefined;
-  let yamlText: string | undefined;
-  const jsonText = () => (json ??= JSON.stringify(spec, null, 2));
-  router.get('/openapi.json', (_req, res) => void res.type('application/json').send(jsonText()));
-  router.get('/openapi.yaml', (_req, res) => void res.type('application/yaml').send((yamlText ??= readYaml ? readYaml() : jsonText())));
-  return router;
 }
 
 /** HTTP methods an OpenAPI 3.0 path item may declare, in the order the table lists them. */

@@ -64,7 +64,7 @@ describe('npm run build', () => {
       'server/security/hash-worker.cjs',
       'db/migrations/meta/_journal.json',
       'db/pg/migrations/meta/_journal.json',
-      'server/docs-assets',
+      'server/pages/docs-assets',
     ]) {
       expect(existsSync(built(path))).toBe(true);
     }
