@@ -35,7 +35,7 @@ import { loadConfig } from '../../server/config';
 import { encodeCursor } from '../../handlers/pagination';
 import { createPasswordHashing } from '../../server/security/passwords';
 import { generateApiKey } from '../../domain/api-keys';
-import { loadSpec } from '../../server/spec';
+import { loadSpec, operationsIn } from '../../server/spec';
 import { clockTicks, freePort, median, num, stat } from './common';
 import { canPin, ensureWrk, pooled, wrk } from './wrk';
 
@@ -372,14 +372,11 @@ const costCases: Case[] = [
 
 /** Every combination of each list operation's filters (openapi.yaml) has a case, or the bench refuses to run. */
 function checkCoverage(): void {
-  const spec = loadSpec() as unknown as {
-    paths: Record<string, { get?: { operationId: string; parameters?: Array<{ name?: string; in?: string; $ref?: string }> } }>;
-  };
   const missing: string[] = [];
-  for (const item of Object.values(spec.paths)) {
-    const get = item.get;
-    const params = get?.parameters ?? [];
-    if (!get || !params.some((p) => p.$ref === '#/components/parameters/Cursor')) continue;
+  for (const { method, operation } of operationsIn(loadSpec())) {
+    const get = operation as { operationId: string; parameters?: Array<{ name?: string; in?: string; $ref?: string }> };
+    const params = get.parameters ?? [];
+    if (method !== 'get' || !params.some((p) => p.$ref === '#/components/parameters/Cursor')) continue;
     const filters = params.filter((p) => !p.$ref).map((p) => p.name as string);
     for (let mask = 0; mask < 1 << filters.length; mask++) {
       const combo = filters.filter((_, i) => mask & (1 << i)).sort();
