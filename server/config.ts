@@ -207,7 +207,7 @@ const schema = variables
     },
     /** What one account may hold at once (domain/store.ts). */
     bounds: { activeApiKeysPerAccount: e.API_KEYS_PER_ACCOUNT, queuedMessagesPerAccount: e.QUEUED_MESSAGES_PER_ACCOUNT },
-    /** Origins whose browser pages may call the API (server/cors.ts); none by default. */
+    /** Origins whose browser pages may call the API (server/pipeline/browser-headers.ts); none by default. */
     corsOrigins: e.CORS_ORIGINS,
     validateResponses: e.VALIDATE_RESPONSES,
     seedDemoData: e.SEED_DEMO_DATA,
