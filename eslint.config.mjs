@@ -2,7 +2,71 @@
 // (`npm run lint:spec`, redocly.yaml). typescript-eslint's type-aware recommended rules,
 // with the exceptions below, each with its reason.
 import js from '@eslint/js';
+import { createNodeResolver, importX } from 'eslint-plugin-import-x';
 import tseslint from 'typescript-eslint';
+
+// The layers (docs/layout.md): imports only go down, scripts/ -> server/ -> handlers/ ->
+// domain/, with db/ below server/ and above domain/, and generated/ under them all.
+// import-x resolves each import to its file, so a zone holds however the path is written.
+const zone = (target, from, message, except) => ({ target, from, message, ...(except && { except }) });
+const layerZones = [
+  zone(
+    'domain',
+    ['server', 'db', 'handlers', 'scripts', 'contract', 'tests'],
+    'domain/ is the bottom layer: it works over the storage port (domain/storage.ts).',
+  ),
+  zone(
+    'db',
+    ['server', 'handlers', 'scripts', 'contract', 'tests'],
+    'db/ implements the storage port of domain/, below server/ and handlers/.',
+  ),
+  zone(
+    'handlers',
+    ['server', 'db', 'scripts', 'contract', 'tests'],
+    'The server runs the handlers: they import only domain/, generated/ and each other.',
+  ),
+  zone('handlers', 'domain/storage.ts', 'Handlers call the domain (ctx.repos), never the storage under it.'),
+  zone('server', ['scripts', 'contract', 'tests'], 'server/ imports neither scripts/, contract/ nor tests/.'),
+  zone('scripts', 'tests', 'contract/ and scripts/ import no test helpers (docs/layout.md).'),
+];
+
+// server/ by room, from the top: a room imports only the rooms of the rows below its own
+// (server/README.md), and only the composition root (app.ts) knows the handler table.
+const serverRows = [
+  ['main.ts'],
+  ['app.ts'],
+  ['observability'],
+  ['http'],
+  ['pipeline', 'deprecation', 'pages', 'cluster.ts'],
+  ['security', 'delivery-worker.ts'],
+  ['spec.ts', 'startup.ts'],
+  ['config.ts', 'files.ts'],
+];
+const serverZones = serverRows.flatMap((row, i) =>
+  row.flatMap((room) => {
+    const above = serverRows
+      .slice(0, i + 1)
+      .flat()
+      .filter((other) => other !== room)
+      .map((other) => `server/${other}`);
+    return [
+      ...(above.length > 0
+        ? [zone(`server/${room}`, above, `server/${room} imports only the rooms below its own (server/README.md).`)]
+        : []),
+      ...(room === 'app.ts'
+        ? []
+        : [
+            zone(
+              `server/${room}`,
+              'handlers',
+              'Only the composition root (server/app.ts) knows the handler table; the rest of server/ uses handlers/types.ts.',
+              ['./types.ts'],
+            ),
+          ]),
+    ];
+  }),
+);
+const databases = ['pg', 'better-sqlite3', 'drizzle-orm*'];
 
 export default tseslint.config(
   // generated/ and client/openapi.ts are written by `npm run generate` and checked by `generate:check`.
@@ -26,21 +90,27 @@ export default tseslint.config(
       ],
     },
   },
-  // The layers (docs/layout.md): the domain knows neither HTTP nor a database; handlers
-  // get the domain (ctx.repos), never the storage under it.
+  {
+    // No two files import each other, however indirectly (import-x follows value imports,
+    // not `import type`), and no import runs back up the layers above (either kind).
+    files: ['**/*.ts', '**/*.mjs', '**/*.cjs'],
+    plugins: { 'import-x': importX },
+    settings: {
+      'import-x/extensions': ['.ts', '.cts', '.mjs', '.cjs', '.js'],
+      'import-x/parsers': { '@typescript-eslint/parser': ['.ts', '.cts'] },
+      'import-x/resolver-next': [createNodeResolver({ extensions: ['.ts', '.cts', '.mjs', '.cjs', '.js', '.json'] })],
+    },
+    rules: {
+      'import-x/no-cycle': ['error', { ignoreExternal: true }],
+      'import-x/no-restricted-paths': ['error', { basePath: import.meta.dirname, zones: [...layerZones, ...serverZones] }],
+    },
+  },
   {
     files: ['domain/**'],
     rules: {
       'no-restricted-imports': [
         'error',
-        {
-          patterns: [
-            {
-              group: ['**/server/**', '**/db/**', '**/handlers/**', 'express', 'pg', 'better-sqlite3', 'drizzle-orm*'],
-              message: 'domain/ knows neither HTTP nor a database: it works over the storage port (domain/storage.ts).',
-            },
-          ],
-        },
+        { patterns: [{ group: ['express*', ...databases], message: 'domain/ knows neither Express nor a database.' }] },
       ],
     },
   },
@@ -51,22 +121,9 @@ export default tseslint.config(
         'error',
         {
           patterns: [
-            {
-              group: ['**/db/**', '**/domain/storage', 'pg', 'better-sqlite3', 'drizzle-orm*'],
-              message: 'Handlers call the domain (ctx.repos), not the storage or a database.',
-            },
+            { group: ['express*', ...databases], message: 'Handlers get typed input and call the domain: no Express, no database.' },
           ],
         },
-      ],
-    },
-  },
-  {
-    // scripts/ ships to operators: it may not depend on the suite's helpers.
-    files: ['scripts/**'],
-    rules: {
-      'no-restricted-imports': [
-        'error',
-        { patterns: [{ group: ['**/tests/**'], message: 'contract/ and scripts/ import no test helpers (docs/layout.md).' }] },
       ],
     },
   },
@@ -102,7 +159,7 @@ export default tseslint.config(
   },
   {
     // The body reader looks for U+0000 on purpose (PostgreSQL text cannot hold it; openapi.yaml, "Text").
-    files: ['server/body.ts'],
+    files: ['server/pipeline/body.ts'],
     rules: { 'no-control-regex': 'off' },
   },
   {
@@ -111,7 +168,7 @@ export default tseslint.config(
   },
   {
     // Served to the browser by /docs.
-    files: ['server/docs-assets/**/*.js'],
+    files: ['server/pages/docs-assets/**/*.js'],
     languageOptions: { globals: { document: 'readonly', window: 'readonly' } },
   },
   {
@@ -121,7 +178,7 @@ export default tseslint.config(
   {
     // The checkpoint and hashing threads' bodies, the bundle's entry and the runtime choice:
     // plain CommonJS, so node runs them as they are.
-    files: ['db/checkpoint-worker.cjs', 'server/hash-worker.cjs', 'server/entry.cjs', 'scripts/runtime.cjs'],
+    files: ['db/checkpoint-worker.cjs', 'server/security/hash-worker.cjs', 'server/entry.cjs', 'scripts/runtime.cjs'],
     languageOptions: {
       sourceType: 'commonjs',
       globals: {

@@ -14,7 +14,8 @@ import { HttpClient } from './http';
 import { jsonReport, junitCannotCheck, junitReport, type ReportContext } from './junit';
 import { statedLimits } from './limits';
 import { formatFailure, formatReport } from './report';
-import { CannotCheck, runSuite, type RunOptions } from './runner';
+import type { RunOptions } from './run-state';
+import { CannotCheck, runSuite } from './runner';
 import { defaultSpecPath, loadContract, type Contract } from './spec';
 
 type Values = Record<string, string | boolean | undefined>;

@@ -1,7 +1,17 @@
 // The coverage table: each documented (operation, status) pair, exercised or
 // unreachable with a reason.
 import type { Operation } from './spec';
-import { undeclared, unknownPath, type CoverageRow, type Run } from './runner';
+import { undeclared, unknownPath, type Run } from './run-state';
+
+export interface CoverageRow {
+  opId: string;
+  method: string;
+  path: string;
+  status: string;
+  seen: number;
+  /** Why the pair cannot be reached in this run; undefined with seen 0 is a gap. */
+  unreachable?: string;
+}
 
 export function coverage(run: Run): CoverageRow[] {
   const seen = new Map<string, number>();

@@ -5,7 +5,8 @@
 // reproduces the run. A pair that cannot be reached is a skipped case with the reason.
 import type { Exchange } from './checks';
 import { formatFailure, tally } from './report';
-import type { CoverageRow, RunResult } from './runner';
+import type { CoverageRow } from './coverage';
+import type { RunResult } from './runner';
 
 export interface ReportContext {
   /** The suite and its version: `petstore-contract 1.0.0`. */

@@ -8,7 +8,7 @@ import type { HttpClient } from './http';
 import { methods } from './spec';
 import { invalidTraffic } from './phase-invalid';
 import { exerciseOther, record } from './phase-valid';
-import { b64, isSuccess, sleep, undeclared, unknownPath, type Resource, type Run } from './runner';
+import { b64, isSuccess, sleep, undeclared, unknownPath, type Resource, type Run } from './run-state';
 
 export async function deletePhase(run: Run): Promise<void> {
   const deletes = run.contract.operations.filter((op) => op.method === 'delete');

@@ -7,7 +7,7 @@ import type { SentRequest } from './http';
 import { toJsonSchema } from './schema';
 import { requestProperty } from './property';
 import type { Operation, Param, Schema } from './spec';
-import { b64, type Inputs, type Run } from './runner';
+import { b64, type Inputs, type Run } from './run-state';
 
 /** One kind of broken request, made from a valid one. */
 interface Probe {

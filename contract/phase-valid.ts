@@ -8,7 +8,7 @@ import type { SentRequest } from './http';
 import type { Operation, Param } from './spec';
 import { invalidTraffic } from './phase-invalid';
 import { requestProperty } from './property';
-import { isSuccess, type Resource, type Run } from './runner';
+import { isSuccess, type Resource, type Run } from './run-state';
 
 export async function exercise(run: Run, op: Operation): Promise<void> {
   const auth = run.authFor(op);

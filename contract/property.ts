@@ -7,7 +7,7 @@ import fc from 'fast-check';
 import type { Exchange, Expectation } from './checks';
 import type { SentRequest } from './http';
 import type { Operation } from './spec';
-import type { Run } from './runner';
+import type { Run } from './run-state';
 
 export interface RequestProperty<T> {
   label: string;

@@ -1,7 +1,8 @@
 // What a person reads: each failure with the exact request that caused it and the seed
 // that reproduces the run, then the coverage table, then one closing count line.
 import type { Exchange } from './checks';
-import type { CoverageRow, RunResult } from './runner';
+import type { CoverageRow } from './coverage';
+import type { RunResult } from './runner';
 
 const bodyLimit = 2048;
 

@@ -136,7 +136,7 @@ export const messages = sqliteTable(
 
 // Rate-limit budgets shared by every process on this file (WEB_CONCURRENCY workers): one
 // row per client key and window; `hits` counts the requests granted to processes' leases
-// in the window, `granted` the last lease (server/rate-limit-store.ts).
+// in the window, `granted` the last lease (server/security/rate-limit-store.ts).
 export const rateLimits = sqliteTable('rate_limits', {
   key: text('key').primaryKey(),
   hits: integer('hits').notNull(),
@@ -152,7 +152,7 @@ export const writeChecks = sqliteTable('write_checks', {
 });
 
 // Calls of deprecated operations, one row per operation, UTC day and account
-// (server/deprecated-calls.ts adds to them in batches), read by `npm run deprecations`.
+// (server/deprecation/call-log.ts adds to them in batches), read by `npm run deprecations`.
 export const deprecatedCalls = sqliteTable(
   'deprecated_calls',
   {

@@ -1,6 +1,7 @@
-// The error type of the store rules, below every layer: storage and domain/ raise it with a
-// code of the contract's Error.code enum and a message; only server/errors.ts knows which
-// HTTP status a code becomes.
+// The errors, below every layer. Storage and the store rules raise DomainError and
+// StorageUnavailable with a code of the contract's Error.code enum and a message; ApiError
+// is the contract's Error itself (code, message, status), which handlers and the request
+// pipeline throw, and which the one error mapper (server/pipeline/errors.ts) sends.
 import type { components } from '../generated/openapi';
 
 export type ErrorCode = components['schemas']['Error']['code'];
@@ -53,3 +54,52 @@ export class StorageUnavailable extends Error {
     this.name = 'StorageUnavailable';
   }
 }
+
+/** The status the contract answers each refusal of a store rule with (openapi.yaml documents each pair). */
+const domainStatus: Record<DomainCode, number> = {
+  not_found: 404,
+  conflict: 409,
+  pet_not_found: 422,
+  category_not_found: 422,
+  pet_not_available: 409,
+  insufficient_stock: 409,
+  pet_has_open_orders: 409,
+  category_in_use: 409,
+  order_completed: 409,
+  idempotency_key_reused: 409,
+  api_key_limit_reached: 409,
+  // The queue drains as the worker delivers: the same request succeeds later (Retry-After).
+  message_queue_full: 429,
+};
+
+/** The contract's Error, thrown: its code, message and status, and the headers its answer carries. */
+export class ApiError extends Error {
+  /** Made from a refusal of the store (apiErrorOf, unavailable). */
+  readonly byStore: boolean;
+
+  constructor(
+    readonly code: ErrorCode,
+    message: string,
+    readonly status: number,
+    readonly headers: Record<string, string> = {},
+    /** What went wrong underneath (logged, never sent). */
+    options?: { cause?: unknown; byStore?: boolean },
+  ) {
+    super(message, options);
+    this.name = 'ApiError';
+    this.byStore = options?.byStore ?? false;
+  }
+}
+
+/** A store rule's refusal as the contract's error, with any headers the answer carries. */
+export const apiErrorOf = (error: { code: DomainCode; message: string }, headers: Record<string, string> = {}) =>
+  new ApiError(error.code, error.message, domainStatus[error.code], headers, { byStore: true });
+
+/** The store cannot do this now: 503 with the Retry-After it asks for. */
+export const unavailable = (err: StorageUnavailable) =>
+  new ApiError(err.code, err.message, 503, { 'Retry-After': String(err.retryAfterSeconds) }, { cause: err.cause ?? err, byStore: true });
+
+export const notFound = (what: string, id: number | string) => new ApiError('not_found', `${what} ${id} was not found`, 404);
+export const validationFailed = (message: string) => new ApiError('validation_failed', message, 400);
+export const unauthorized = (message: string) => new ApiError('unauthorized', message, 401);
+export const forbidden = () => new ApiError('forbidden', 'This operation is for admins only', 403);

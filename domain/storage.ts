@@ -179,7 +179,7 @@ export interface Storage extends Queries {
   /** Runs `work` in one write transaction; a throw rolls it back. */
   transaction<T>(work: (tx: Queries) => Promise<T>): Promise<T>;
   /**
-   * Rate-limit budgets shared by every process on this database (server/rate-limit-store.ts):
+   * Rate-limit budgets shared by every process on this database (server/security/rate-limit-store.ts):
    * grants min(want, limit - granted so far) of the key's fixed window (a new one from `now`
    * if it ended), in one atomic statement, so the grants of a window never exceed `limit`.
    * `want` >= 1; `hits` is the window's total granted after this grant.

@@ -35,7 +35,7 @@ export interface NewOrder {
   quantity: number;
 }
 
-/** What the store tells an observer (server/metrics.ts), once the transaction committed. */
+/** What the store tells an observer (server/observability/metrics.ts), once the transaction committed. */
 export interface StoreEvents {
   /** An order was placed (not a replay of one). */
   orderPlaced?(): void;

@@ -1,11 +1,11 @@
+import { generateApiKey } from '../domain/api-keys';
 import type { Account, Role } from '../domain/types';
-import { ApiError, notFound } from '../server/errors';
-import type { AppContext, HandlerModule } from '../server/operations';
-import { pageOf, pageRequest } from '../server/pagination';
-import { generateApiKey } from '../server/security';
+import { ApiError, notFound } from '../domain/errors';
+import type { AppContext, HandlerModule } from './types';
+import { pageOf, pageRequest } from './pagination';
 
 /**
- * Creates an account with its password hashed as every new password is (server/passwords.ts);
+ * Creates an account with its password hashed as every new password is (server/security/passwords.ts);
  * null when the email is taken. Sign-up uses it, and so does `npm run account:create`, the
  * only way to make an admin.
  */

@@ -1,6 +1,6 @@
 // The handler table: one module per tag of openapi.yaml. `satisfies HandlerTable` makes
 // a missing operation a compile error; operationsHandler refuses a stray one at start-up.
-import type { HandlerTable } from '../server/operations';
+import type { HandlerTable } from './types';
 import { accountsHandlers } from './accounts';
 import { categoriesHandlers } from './categories';
 import { inventoryHandlers } from './inventory';

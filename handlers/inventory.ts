@@ -1,6 +1,6 @@
-import { notFound } from '../server/errors';
-import type { HandlerModule } from '../server/operations';
-import { pageOf, pageRequest } from '../server/pagination';
+import { notFound } from '../domain/errors';
+import type { HandlerModule } from './types';
+import { pageOf, pageRequest } from './pagination';
 
 export const inventoryHandlers: HandlerModule<'inventory'> = {
   async listInventory({ query, url }, { repos }) {

@@ -1,6 +1,5 @@
-import { DomainError } from '../domain/errors';
-import { apiErrorOf, notFound } from '../server/errors';
-import type { HandlerModule } from '../server/operations';
+import { apiErrorOf, DomainError, notFound } from '../domain/errors';
+import type { HandlerModule } from './types';
 
 export const messagesHandlers: HandlerModule<'messages'> = {
   async sendMessage({ body, principal }, { repos, config }) {

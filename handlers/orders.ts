@@ -1,6 +1,6 @@
-import { apiErrorOf, notFound } from '../server/errors';
-import type { HandlerModule } from '../server/operations';
-import { pageOf, pageRequest } from '../server/pagination';
+import { apiErrorOf, notFound } from '../domain/errors';
+import type { HandlerModule } from './types';
+import { pageOf, pageRequest } from './pagination';
 
 export const ordersHandlers: HandlerModule<'orders'> = {
   async listOrders({ query, principal, url }, { repos }) {

@@ -1,6 +1,5 @@
-import { StorageUnavailable } from '../domain/errors';
-import { ApiError } from '../server/errors';
-import type { HandlerModule } from '../server/operations';
+import { ApiError, StorageUnavailable } from '../domain/errors';
+import type { HandlerModule } from './types';
 
 export const serviceHandlers: HandlerModule<'service'> = {
   getHealth() {

@@ -10,7 +10,7 @@ import { prepareStorage } from '../db/open';
 import { createStore } from '../domain/store';
 import { loadConfig } from '../server/config';
 import { registerAccount } from '../handlers/accounts';
-import { createPasswordHashing } from '../server/passwords';
+import { createPasswordHashing } from '../server/security/passwords';
 
 const usage =
   'Usage: npm run account:create -- --email EMAIL [--password PASSWORD] [--admin] [--exists-ok]\n' +

@@ -5,8 +5,8 @@
 // file `npm start` runs, dist/server/service.js with its source map (started by
 // dist/server/main.js, a copy of server/entry.cjs, which turns V8's compile cache and
 // stack traces through the map on first), and the files the service reads at run time are
-// copied beside it, afresh so that a deleted one does not linger (db/files.ts, server/spec.ts and
-// server/docs.ts name them from there).
+// copied beside it under the same paths, afresh so that a deleted one does not linger
+// (db/files.ts and server/files.ts name them from there).
 // Why one bundle: docs/layout.md, "One bundle".
 //
 // Nothing is done when no input is newer than the last build, as make decides: tsc's own
@@ -45,8 +45,8 @@ const assets = [
   'db/migrations',
   'db/pg/migrations',
   'db/checkpoint-worker.cjs',
-  'server/hash-worker.cjs',
-  'server/docs-assets',
+  'server/security/hash-worker.cjs',
+  'server/pages/docs-assets',
 ];
 
 /** The newest modification time under `path` (a file or a folder), in ms. */

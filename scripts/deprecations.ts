@@ -1,6 +1,6 @@
 // npm run deprecations -- [--operation ID] [--days 30]
 // Which accounts called a deprecated operation in the last days, how often and when last,
-// read from the database the service records them in (server/deprecated-calls.ts), with
+// read from the database the service records them in (server/deprecation/call-log.ts), with
 // DATABASE_URL or DATABASE_PATH like the service. Without --operation: every operation
 // openapi.yaml marks deprecated. Calls of the last few seconds may not be written yet.
 import { parseArgs } from 'node:util';

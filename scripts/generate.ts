@@ -163,14 +163,14 @@ function planHandlers(table: Table): HandlerState {
       let text = appendMembers(mod.text, mod.object, stubLines(missing));
       if (!mod.importsNotImplemented) {
         const at = mod.lastImportEnd;
-        text = text.slice(0, at) + "\nimport { notImplemented } from '../server/operations';" + text.slice(at);
+        text = text.slice(0, at) + "\nimport { notImplemented } from './types';" + text.slice(at);
       }
       state.writes.set(file, text);
     } else {
       state.writes.set(
         file,
         `// Handlers of the \`${tag}\` operations of openapi.yaml.\n` +
-          "import { notImplemented, type HandlerModule } from '../server/operations';\n\n" +
+          "import { notImplemented, type HandlerModule } from './types';\n\n" +
           `export const ${name}: HandlerModule<'${tag}'> = {\n` +
           stubLines(missing)
             .map((line) => (line ? '  ' + line : line))

@@ -25,6 +25,7 @@ import { RuleRunner } from '@useoptic/rulesets-base';
 import { BreakingChangesRuleset } from '@useoptic/standard-rulesets';
 import { parse } from 'yaml';
 import * as z from 'zod';
+import { operationsIn, type SpecOperation } from '../server/spec';
 
 type Document = Record<string, unknown>;
 
@@ -207,7 +208,6 @@ async function compare(before: Document, after: Document): Promise<{ breaks: str
 }
 
 type Json = Record<string, unknown>;
-const httpMethods = ['get', 'put', 'post', 'delete', 'options', 'head', 'patch', 'trace'];
 
 /**
  * One schema as a client's request meets it: `allOf` parts merged, each bound the
@@ -286,24 +286,23 @@ function narrowed(before: unknown, after: unknown, where: string, out: Array<{ w
 /** Request parameters and bodies of each operation both documents have, compared with `narrowed`. */
 function requestNarrowing(before: Document, after: Document): Array<{ where: string; what: string }> {
   const out: Array<{ where: string; what: string }> = [];
-  const paths = (d: Document) => (d.paths ?? {}) as Record<string, Json>;
-  for (const [path, itemA] of Object.entries(paths(before))) {
-    const itemB = paths(after)[path];
-    if (!itemB) continue;
-    for (const method of httpMethods) {
-      const [opA, opB] = [itemA[method] as Json | undefined, itemB[method] as Json | undefined];
-      if (!opA || !opB) continue;
-      const name = `${method.toUpperCase()} ${path}`;
-      const params = (item: Json, op: Json) => [...((item.parameters ?? []) as Json[]), ...((op.parameters ?? []) as Json[])];
-      const inB = params(itemB, opB);
-      for (const p of params(itemA, opA)) {
-        const q = inB.find((x) => x.name === p.name && x.in === p.in);
-        if (q) narrowed(p.schema, q.schema, `${name} ${String(p.in)} parameter ${String(p.name)}`, out, new Set());
-      }
-      const body = (op: Json) =>
-        ((op.requestBody as Json | undefined)?.content as Record<string, Json> | undefined)?.['application/json']?.schema;
-      narrowed(body(opA), body(opB), `${name} request body`, out, new Set());
+  const inAfter = new Map([...operationsIn(after)].map((b) => [`${b.method} ${b.path}`, b]));
+  const params = ({ item, operation }: SpecOperation) => [
+    ...((item.parameters ?? []) as Json[]),
+    ...((operation.parameters ?? []) as Json[]),
+  ];
+  const body = ({ operation }: SpecOperation) =>
+    ((operation.requestBody as Json | undefined)?.content as Record<string, Json> | undefined)?.['application/json']?.schema;
+  for (const a of operationsIn(before)) {
+    const b = inAfter.get(`${a.method} ${a.path}`);
+    if (!b) continue;
+    const name = `${a.method.toUpperCase()} ${a.path}`;
+    const inB = params(b);
+    for (const p of params(a)) {
+      const q = inB.find((x) => x.name === p.name && x.in === p.in);
+      if (q) narrowed(p.schema, q.schema, `${name} ${String(p.in)} parameter ${String(p.name)}`, out, new Set());
     }
+    narrowed(body(a), body(b), `${name} request body`, out, new Set());
   }
   return out;
 }

@@ -1,5 +1,5 @@
 // createApp builds the Express app and never listens: tests drive it in process,
-// server/main.ts serves it (server/http-server.ts). A request flows: (its metrics and
+// server/main.ts serves it (server/http/server.ts). A request flows: (its metrics and
 // span, when on) -> request id -> a declared body over the limit -> route (once) ->
 // (an overloaded service sheds; the probes, the contract and /docs answer here) ->
 // headers for browsers -> 404/405, or the operation's own chain, in the order of checks
@@ -9,33 +9,37 @@
 // and response checks -> handler; then the error mapper.
 import express, { type Express, type RequestHandler } from 'express';
 import * as OpenApiValidator from 'express-openapi-validator';
+import type { Logger } from 'pino';
 import type { Db } from '../db/client';
 import { createSqliteStorage } from '../db/sqlite-storage';
 import type { Storage } from '../domain/storage';
 import { createStore } from '../domain/store';
 import { handlers as defaultHandlers } from '../handlers';
-import { bodyReader, declaredTooLarge, isStorableDateTime } from './body';
-import { browserHeaders } from './browser-headers';
-import { createDocsRouter } from './docs';
+import type { AppContext, HandlerTable } from '../handlers/types';
+import { bodyReader, declaredTooLarge, isStorableDateTime } from './pipeline/body';
+import { browserHeaders } from './pipeline/browser-headers';
+import { createDocsRouter } from './pages/docs';
 import type { Config } from './config';
-import { createDeprecatedCallLog, type DeprecatedCallLog } from './deprecated-calls';
-import { createDeprecation } from './deprecation';
-import { ApiError, errorMapper } from './errors';
-import { createLifecycle, type Lifecycle } from './http-server';
-import { accessLog, createLogger, type Logger } from './log';
-import type { Metrics } from './metrics';
-import { canonicalIntegers } from './params';
-import { createPathTable } from './path-table';
-import { operationHandlers, type AppContext, type HandlerTable } from './operations';
-import { shedWhenOverloaded, type OverloadMonitor } from './overload';
-import { createRateLimiters, memoryStores, type RateLimitStoreFactory } from './rate-limit';
-import { createRateLimitStore } from './rate-limit-store';
-import { requestId } from './request-id';
-import { servicePages } from './service-pages';
-import { createPasswordHashing, type PasswordHashing } from './passwords';
-import { createSecurityHandlers } from './security';
-import type { Tracing } from './tracing';
-import { dereferenced, loadSpec, loadSpecYaml, operationsOf, specRouter, type OpenApiDocument } from './spec';
+import { createDeprecatedCallLog, type DeprecatedCallLog } from './deprecation/call-log';
+import { createDeprecation } from './deprecation/headers';
+import { ApiError } from '../domain/errors';
+import { errorMapper } from './pipeline/errors';
+import { createLifecycle, type Lifecycle } from './http/server';
+import { accessLog, createLogger } from './observability/log';
+import type { Metrics } from './observability/metrics';
+import { canonicalIntegers } from './pipeline/params';
+import { createPathTable } from './pipeline/path-table';
+import { operationHandlers } from './pipeline/operations';
+import { shedWhenOverloaded, type OverloadMonitor } from './http/overload';
+import { createRateLimiters, memoryStores, type RateLimitStoreFactory } from './security/rate-limit';
+import { createRateLimitStore } from './security/rate-limit-store';
+import { requestId } from './pipeline/request-id';
+import { probes } from './pages/probes';
+import { createPasswordHashing, type PasswordHashing } from './security/passwords';
+import { createSecurityHandlers } from './security/auth';
+import type { Tracing } from './observability/tracing';
+import { loadSpecYaml, specRouter } from './pages/openapi';
+import { dereferenced, loadSpec, operationsOf, type OpenApiDocument } from './spec';
 
 export interface AppOptions {
   /** The database behind the storage port (db/open.ts). */
@@ -56,11 +60,11 @@ export interface AppOptions {
   now?: () => number;
   /** Where calls of deprecated operations are counted; main.ts flushes it at shutdown. */
   deprecatedCalls?: DeprecatedCallLog;
-  /** The event-loop monitor (server/overload.ts): while it says overloaded, requests are shed. */
+  /** The event-loop monitor (server/http/overload.ts): while it says overloaded, requests are shed. */
   overload?: OverloadMonitor | null;
-  /** Prometheus metrics (server/metrics.ts); none unless given. */
+  /** Prometheus metrics (server/observability/metrics.ts); none unless given. */
   metrics?: Metrics;
-  /** OpenTelemetry spans for each request and its storage calls (server/tracing.ts); none unless given. */
+  /** OpenTelemetry spans for each request and its storage calls (server/observability/tracing.ts); none unless given. */
   tracing?: Tracing;
   /** Password hashing and its bound on hashes at once; made from config.passwordHashing unless given. */
   passwords?: PasswordHashing;
@@ -236,7 +240,7 @@ export function createApp({
         route,
         // Before anything costs: while the event loop is behind, only /healthz gets through.
         shedWhenOverloaded(overload),
-        servicePages(inlined, { ...defaultHandlers, ...handlers }, ctx),
+        probes(inlined, { ...defaultHandlers, ...handlers }, ctx, config.validateResponses),
         contractAndDocs,
         // Before anything may refuse the request, so that refusals carry them; a preflight is answered here.
         browserHeaders(config.corsOrigins),
@@ -259,7 +263,7 @@ export function createApp({
  *
  * A handler whose work outlives its call returns the promise of that work (and calls
  * `next` inside it, if at all): `lifecycle.working` counts those not settled, so that a
- * drain waits for them even once the client has gone (server/http-server.ts). What runs
+ * drain waits for them even once the client has gone (server/http/server.ts). What runs
  * after the layer (not found, the error mapper) is synchronous.
  */
 export function inOneLayer(handlers: RequestHandler[], lifecycle: Lifecycle): RequestHandler {

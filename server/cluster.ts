@@ -2,14 +2,14 @@
 // database once (and seeds a brand-new one), then forks N workers that run server/main.ts
 // as usual and share the port through node:cluster. The guarantees of one process hold
 // across workers because they live in the database: stock rules are transactions,
-// messages are claimed once, rate-limit budgets are rows (server/rate-limit-store.ts).
+// messages are claimed once, rate-limit budgets are rows (server/security/rate-limit-store.ts).
 //
 // SIGTERM/SIGINT are forwarded to every worker; each drains its requests and exits; the
 // primary exits 0 once all have (1 if any did not exit cleanly). A worker that dies on its
 // own is replaced; one that exits before it listens (it could not start) stops them all.
 import cluster, { type Worker } from 'node:cluster';
+import type { Logger } from 'pino';
 import type { Config } from './config';
-import type { Logger } from './log';
 import { checkListen, prepareStorageWhenReachable } from './startup';
 
 export async function startPrimary(config: Config, log: Logger): Promise<void> {

@@ -2,16 +2,25 @@
 // start-up with a message naming the variable. `Config` is inferred from the schema, so
 // a setting is written once.
 import { isIP } from 'node:net';
+import { availableParallelism } from 'node:os';
 import * as z from 'zod';
 import { defaultDatabaseTimeoutMs } from '../domain/storage';
 import { defaultBounds } from '../domain/store';
-import { defaultHashConcurrency } from './passwords';
 
 const boolean = z.enum(['true', 'false', '1', '0']).transform((v) => v === 'true' || v === '1');
 const int = (min: number, max: number) => z.coerce.number().int().min(min).max(max);
 
 /** Request bodies larger than this are refused with 413 (openapi.yaml, "Limits"). */
 export const bodyLimitBytes = 64 * 1024;
+
+/**
+ * Password hashes at once in a process, by default: one per core but one, so that the event
+ * loop keeps a core while logins arrive in a burst, shared among the WEB_CONCURRENCY
+ * processes; at least one (server/security/passwords.ts runs them).
+ */
+function defaultHashConcurrency(webConcurrency: number, cores = availableParallelism()): number {
+  return Math.max(1, Math.floor((cores - 1) / webConcurrency));
+}
 
 const namedProxyRanges = new Set(['loopback', 'linklocal', 'uniquelocal']);
 
@@ -129,7 +138,7 @@ const variables = z.object({
   // first (docs/operations.md, "Stopping").
   SHUTDOWN_DELAY_MS: int(0, 600_000).default(5_000),
   SHUTDOWN_TIMEOUT_MS: int(0, 600_000).default(10_000),
-  // Unset: derived from the file-descriptor limit (server/connections.ts, docs/operations.md).
+  // Unset: derived from the file-descriptor limit (server/http/connections.ts, docs/operations.md).
   MAX_CONNECTIONS: int(1, 10_000_000).optional(),
   // 0 = no per-address cap (docs/operations.md, "Connections").
   MAX_CONNECTIONS_PER_ADDRESS: int(0, 10_000_000).default(512),
@@ -191,14 +200,14 @@ const schema = variables
     passwordChecksPerMinute: e.PASSWORD_CHECKS_PER_MINUTE,
     /** Accounts one client address may create an hour (POST /accounts that answer 201). */
     signupsPerAddressPerHour: e.SIGNUPS_PER_ADDRESS_PER_HOUR,
-    /** How many password hashes run at once in this process and how many wait (server/passwords.ts). */
+    /** How many password hashes run at once in this process and how many wait (server/security/passwords.ts). */
     passwordHashing: {
       concurrency: e.PASSWORD_HASH_CONCURRENCY ?? defaultHashConcurrency(e.WEB_CONCURRENCY),
       queue: e.PASSWORD_HASH_QUEUE,
     },
     /** What one account may hold at once (domain/store.ts). */
     bounds: { activeApiKeysPerAccount: e.API_KEYS_PER_ACCOUNT, queuedMessagesPerAccount: e.QUEUED_MESSAGES_PER_ACCOUNT },
-    /** Origins whose browser pages may call the API (server/cors.ts); none by default. */
+    /** Origins whose browser pages may call the API (server/pipeline/browser-headers.ts); none by default. */
     corsOrigins: e.CORS_ORIGINS,
     validateResponses: e.VALIDATE_RESPONSES,
     seedDemoData: e.SEED_DEMO_DATA,
@@ -213,15 +222,15 @@ const schema = variables
     headersTimeoutMs: e.HEADERS_TIMEOUT_MS,
     requestTimeoutMs: e.REQUEST_TIMEOUT_MS,
     keepAliveTimeoutMs: e.KEEP_ALIVE_TIMEOUT_MS,
-    /** Event-loop delay (ms) past which requests are shed (server/overload.ts); 0 = off. */
+    /** Event-loop delay (ms) past which requests are shed (server/http/overload.ts); 0 = off. */
     overloadEventLoopDelayMs: e.OVERLOAD_EVENT_LOOP_DELAY_MS,
     trustProxy: e.TRUST_PROXY,
     logLevel: e.LOG_LEVEL,
-    /** Where GET /metrics is served (server/metrics.ts); off when the port is 0. */
+    /** Where GET /metrics is served (server/observability/metrics.ts); off when the port is 0. */
     metrics: e.METRICS_PORT === 0 ? undefined : { port: e.METRICS_PORT, host: e.METRICS_HOST },
     bodyLimitBytes,
     /**
-     * OpenTelemetry traces (server/tracing.ts): on when an exporter is named, or, unnamed
+     * OpenTelemetry traces (server/observability/tracing.ts): on when an exporter is named, or, unnamed
      * (the SDK's default is OTLP), when an OTLP endpoint is given; never when disabled.
      */
     tracing:

@@ -4,11 +4,11 @@
 // The queue is the messages table, so what is still queued when the process stops is
 // picked up by the next start, by whichever process or instance claims it first
 // (storage.deliverDue claims each message once).
+import type { Logger } from 'pino';
 import { StorageUnavailable } from '../domain/errors';
 import { purgeExpiredKeys } from '../domain/idempotency';
 import type { Storage } from '../domain/storage';
 import type { Config } from './config';
-import type { Logger } from './log';
 
 export interface DeliveryWorker {
   /** One pass now: delivers everything due (tests call it instead of waiting for a tick). */
@@ -50,7 +50,7 @@ export function startDeliveryWorker({
   setTimer?: SetTimer;
   /** False: no timer, only runOnce (tests). */
   autostart?: boolean;
-  /** Each delivered message's lag, queued to sent, in seconds (server/metrics.ts). */
+  /** Each delivered message's lag, queued to sent, in seconds (server/observability/metrics.ts). */
   onDelivered?: (lagSeconds: number) => void;
 }): DeliveryWorker {
   let stopped = false;

@@ -1,26 +1,29 @@
 // Serves createApp() on PORT: applies migrations (and loads the demo catalogue into a
 // brand-new database), listens, runs the message delivery worker, and on SIGTERM/SIGINT
-// drains (see server/http-server.ts), stops the worker, closes the database and exits 0.
+// drains (see server/http/server.ts), stops the worker, closes the database and exits 0.
 // With WEB_CONCURRENCY > 1 this process is the cluster's primary (server/cluster.ts).
 import cluster from 'node:cluster';
+import type { Logger } from 'pino';
 import { openStorage, type ServiceOptions } from '../db/open';
 import { createApp } from './app';
-import { createDeprecatedCallLog } from './deprecated-calls';
+import { createDeprecatedCallLog } from './deprecation/call-log';
 import { startPrimary } from './cluster';
 import { ConfigError, loadConfig, type Config } from './config';
 import { startDeliveryWorker, type DeliveryWorker } from './delivery-worker';
-import { createHttpServer, createLifecycle } from './http-server';
-import { createLogger, type Logger } from './log';
-import { createOverloadMonitor } from './overload';
+import { createHttpServer, createLifecycle } from './http/server';
+import { createLogger } from './observability/log';
+import { createOverloadMonitor } from './http/overload';
 import { listenOrFail, prepareStorageWhenReachable, StartupError } from './startup';
 
 // prom-client is loaded only when the metrics are on (METRICS_PORT).
+type MetricsModule = typeof import('./observability/metrics');
 // eslint-disable-next-line @typescript-eslint/no-require-imports -- loaded on demand, as said above
-const metricsModule = (): typeof import('./metrics') => require('./metrics') as typeof import('./metrics');
+const metricsModule = (): MetricsModule => require('./observability/metrics') as MetricsModule;
 
 // OpenTelemetry is loaded only when tracing is on: its SDK is slow to load.
+type TracingModule = typeof import('./observability/tracing');
 // eslint-disable-next-line @typescript-eslint/no-require-imports -- loaded on demand, as said above
-const tracingModule = (): typeof import('./tracing') => require('./tracing') as typeof import('./tracing');
+const tracingModule = (): TracingModule => require('./observability/tracing') as TracingModule;
 
 async function main(): Promise<void> {
   const config = loadConfig();

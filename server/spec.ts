@@ -1,6 +1,8 @@
+// openapi.yaml as the service reads it: loaded (as the JSON `npm run generate` writes),
+// its references inlined for the validator, and walked once into the table of operations
+// that routing, the handlers' runner, deprecation and metrics read.
 import { readFileSync } from 'node:fs';
-import { join } from 'node:path';
-import { Router } from 'express';
+import { specJsonFile } from './files';
 
 export type OpenApiDocument = {
   paths: Record<string, Record<string, { operationId?: string } & Record<string, unknown>>>;
@@ -11,7 +13,7 @@ export type OpenApiDocument = {
  * parsing the YAML at every start took about a third of it. A fresh copy on each call.
  */
 export function loadSpec(): OpenApiDocument {
-  return JSON.parse(readFileSync(join(__dirname, '..', 'generated', 'openapi.json'), 'utf8')) as OpenApiDocument;
+  return JSON.parse(readFileSync(specJsonFile, 'utf8')) as OpenApiDocument;
 }
 
 /**
@@ -58,29 +60,30 @@ export function dereferenced<T extends object>(doc: T): T {
   return copy(doc) as T;
 }
 
-/** openapi.yaml as written, comments and all (`npm run build` copies it beside dist/). */
-export function loadSpecYaml(): string {
-  return readFileSync(join(__dirname, '..', 'openapi.yaml'), 'utf8');
-}
-
-/**
- * /openapi.yaml and /openapi.json: the contract this instance serves, with no key needed.
- * `readYaml` gives openapi.yaml itself; a spec given in code (tests) is served as its JSON
- * text, which is YAML too. Both are read on first request, not at start-up.
- */
-export function specRouter(spec: OpenApiDocument, readYaml?: () => string): Router {
-  const router = Router({ caseSensitive: true, strict: true });
-  let json: string | undefined;
-  let yamlText: string | undefined;
-  const jsonText = () => (json ??= JSON.stringify(spec, null, 2));
-  router.get('/openapi.json', (_req, res) => void res.type('application/json').send(jsonText()));
-  router.get('/openapi.yaml', (_req, res) => void res.type('application/yaml').send((yamlText ??= readYaml ? readYaml() : jsonText())));
-  return router;
-}
-
 /** HTTP methods an OpenAPI 3.0 path item may declare, in the order the table lists them. */
 const httpMethods = ['get', 'put', 'post', 'delete', 'options', 'head', 'patch', 'trace'] as const;
 type HttpMethod = (typeof httpMethods)[number];
+
+/** One operation of a document as written, with the path item it sits in. */
+export interface SpecOperation {
+  path: string;
+  method: HttpMethod;
+  item: Record<string, unknown>;
+  operation: Record<string, unknown>;
+}
+
+/**
+ * The one walk over `paths` x methods, in the document's order: the operation table below
+ * is made from it, and the tools that compare or check documents (scripts/) walk with it.
+ */
+export function* operationsIn(doc: Record<string, unknown>): Generator<SpecOperation> {
+  for (const [path, item] of Object.entries((doc.paths ?? {}) as Record<string, Record<string, unknown>>)) {
+    for (const method of httpMethods) {
+      const operation = item[method] as Record<string, unknown> | undefined;
+      if (operation) yield { path, method, item, operation };
+    }
+  }
+}
 
 /** What the service and its tools need to know about one operation, read from the spec. */
 export interface OperationEntry {
@@ -92,12 +95,12 @@ export interface OperationEntry {
   security: 'public' | 'bearer' | 'basic';
   /** `x-required-role`, when the operation names one. */
   requiredRole?: string;
-  /** Whether it takes a request body (server/body.ts reads only these). */
+  /** Whether it takes a request body (server/pipeline/body.ts reads only these). */
   body?: true;
   /** The deprecation extensions, exactly as written, when the operation is `deprecated`. */
   deprecated?: { since?: string; sunset?: string; successor?: string; declaresGone: boolean };
   /**
-   * Its integer parameters, when it has any (server/params.ts takes them only as plain
+   * Its integer parameters, when it has any (server/pipeline/params.ts takes them only as plain
    * decimal text): path parameter names, and query parameters holding one integer or a
    * comma-separated list of them.
    */
@@ -139,9 +142,9 @@ function integersOf(doc: Record<string, unknown>, item: Record<string, unknown>,
 }
 
 /**
- * The one walk over `paths` x methods. `npm run generate` writes its result into
- * generated/operations.ts; the server and the contract suite call it for a document
- * given at run time (a test's variant, another deployment's spec).
+ * The table of the document's operations by operationId. `npm run generate` writes it into
+ * generated/operations.ts; the server makes it again for the document it serves (a test's
+ * variant included).
  */
 export function operationsOf(doc: { paths: Record<string, unknown> } & Record<string, unknown>): Record<string, OperationEntry> {
   type Raw = Record<string, unknown>;
@@ -167,35 +170,31 @@ export function operationsOf(doc: { paths: Record<string, unknown> } & Record<st
           : JSON.stringify(value);
 
   const table: Record<string, OperationEntry> = {};
-  for (const [path, item] of Object.entries(doc.paths)) {
-    for (const method of httpMethods) {
-      const op = (item as Raw)[method] as Raw | undefined;
-      if (!op) continue;
-      const name = `${method.toUpperCase()} ${path}`;
-      const id = op.operationId;
-      if (typeof id !== 'string') throw new Error(`${name} has no operationId`);
-      if (table[id]) throw new Error(`operationId ${id} is used twice`);
-      const tag = (op.tags as string[] | undefined)?.[0];
-      if (!tag) throw new Error(`${id} has no tag: every operation belongs to one handler module`);
-      const entry: OperationEntry = { method, path, tag, security: securityOf(op.security ?? doc.security) };
-      if (typeof op['x-required-role'] === 'string') entry.requiredRole = op['x-required-role'];
-      if (op.requestBody !== undefined) entry.body = true;
-      if (op.deprecated === true) {
-        // The 410 it answers past its sunset must be in its responses (server/deprecation.ts).
-        const declaresGone = Object.hasOwn(op.responses ?? {}, '410');
-        const deprecated: NonNullable<OperationEntry['deprecated']> = { declaresGone };
-        const since = text(op['x-deprecated-since']);
-        const sunset = text(op['x-deprecated-sunset']);
-        const successor = text(op['x-successor']);
-        if (since !== undefined) deprecated.since = since;
-        if (sunset !== undefined) deprecated.sunset = sunset;
-        if (successor !== undefined) deprecated.successor = successor;
-        entry.deprecated = deprecated;
-      }
-      const integers = integersOf(doc, item as Raw, op);
-      if (integers) entry.integers = integers;
-      table[id] = entry;
+  for (const { path, method, item, operation: op } of operationsIn(doc)) {
+    const name = `${method.toUpperCase()} ${path}`;
+    const id = op.operationId;
+    if (typeof id !== 'string') throw new Error(`${name} has no operationId`);
+    if (table[id]) throw new Error(`operationId ${id} is used twice`);
+    const tag = (op.tags as string[] | undefined)?.[0];
+    if (!tag) throw new Error(`${id} has no tag: every operation belongs to one handler module`);
+    const entry: OperationEntry = { method, path, tag, security: securityOf(op.security ?? doc.security) };
+    if (typeof op['x-required-role'] === 'string') entry.requiredRole = op['x-required-role'];
+    if (op.requestBody !== undefined) entry.body = true;
+    if (op.deprecated === true) {
+      // The 410 it answers past its sunset must be in its responses (server/deprecation/headers.ts).
+      const declaresGone = Object.hasOwn(op.responses ?? {}, '410');
+      const deprecated: NonNullable<OperationEntry['deprecated']> = { declaresGone };
+      const since = text(op['x-deprecated-since']);
+      const sunset = text(op['x-deprecated-sunset']);
+      const successor = text(op['x-successor']);
+      if (since !== undefined) deprecated.since = since;
+      if (sunset !== undefined) deprecated.sunset = sunset;
+      if (successor !== undefined) deprecated.successor = successor;
+      entry.deprecated = deprecated;
     }
+    const integers = integersOf(doc, item, op);
+    if (integers) entry.integers = integers;
+    table[id] = entry;
   }
   return table;
 }

@@ -6,10 +6,10 @@
 // password PostgreSQL refuses, a port taken) stops start-up with one line naming the
 // setting and the reason (StartupError: main prints its message, no stack, and exits 1).
 import { createServer, type Server } from 'node:net';
+import type { Logger } from 'pino';
 import { prepareStorage, type ServiceOptions } from '../db/open';
 import { StorageUnavailable } from '../domain/errors';
 import type { Config } from './config';
-import type { Logger } from './log';
 
 export class StartupError extends Error {}
 

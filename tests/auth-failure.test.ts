@@ -45,7 +45,7 @@ describe('credentials per request', () => {
       };
       return hash;
     });
-    // And the one-call form (crypto.hash), which server/security.ts uses.
+    // And the one-call form (crypto.hash), which server/security/auth.ts uses.
     const oneShot = crypto.hash;
     const oneShotSpy = jest.spyOn(crypto, 'hash').mockImplementation((...args: Parameters<typeof oneShot>) => {
       hashed.push(args[1]);

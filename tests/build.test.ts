@@ -61,10 +61,10 @@ describe('npm run build', () => {
       'openapi.yaml',
       'generated/openapi.json',
       'db/checkpoint-worker.cjs',
-      'server/hash-worker.cjs',
+      'server/security/hash-worker.cjs',
       'db/migrations/meta/_journal.json',
       'db/pg/migrations/meta/_journal.json',
-      'server/docs-assets',
+      'server/pages/docs-assets',
     ]) {
       expect(existsSync(built(path))).toBe(true);
     }

@@ -108,7 +108,7 @@ describe('docs/contract.md "Changing the contract", on a copy of the project', (
     const before = readFileSync(join(repoRoot, 'handlers/categories.ts'), 'utf8');
     const added = module.split('\n').filter((line) => !before.split('\n').includes(line));
     expect(added.filter((line) => line.trim() !== '')).toEqual([
-      "import { notImplemented } from '../server/operations';",
+      "import { notImplemented } from './types';",
       ...stub.split('\n').filter((line) => line.trim() !== ''),
     ]);
 

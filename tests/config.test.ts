@@ -10,7 +10,7 @@ describe('configuration', () => {
       rateLimitPerMinute: 600,
       rateLimitPerAddressPerMinute: 600,
       databasePoolSize: 10,
-      // Unset: derived from the file-descriptor limit when the server starts (server/connections.ts).
+      // Unset: derived from the file-descriptor limit when the server starts (server/http/connections.ts).
       maxConnections: undefined,
       maxConnectionsPerAddress: 512,
       headersTimeoutMs: 10_000,

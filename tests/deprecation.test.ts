@@ -7,8 +7,8 @@ import { join } from 'node:path';
 import { promisify } from 'node:util';
 import request from 'supertest';
 import { repoRoot, startServer } from '../scripts/server-process';
-import { createDeprecatedCallLog } from '../server/deprecated-calls';
-import { createLogger } from '../server/log';
+import { createDeprecatedCallLog } from '../server/deprecation/call-log';
+import { createLogger } from '../server/observability/log';
 import { loadSpec, type OpenApiDocument } from '../server/spec';
 import { admin, createPgDatabase, customer, expectError, setupApp, testDatabaseUrl, testStorage, type Caller } from './helpers';
 

@@ -16,8 +16,9 @@ import { createSqliteStorage } from '../db/sqlite-storage';
 import type { Storage } from '../domain/storage';
 import { createStore, type Store } from '../domain/store';
 import { registerAccount } from '../handlers/accounts';
-import { createLogger, type Logger } from '../server/log';
-import { createPasswordHashing, type PasswordHashing } from '../server/passwords';
+import type { Logger } from 'pino';
+import { createLogger } from '../server/observability/log';
+import { createPasswordHashing, type PasswordHashing } from '../server/security/passwords';
 
 /** A logger whose JSON lines the test can read back. */
 export function captureLog(level: Config['logLevel'] = 'debug'): {

@@ -6,8 +6,15 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import type { ServerResponse } from 'node:http';
-import { InFlight } from '../server/http-server';
-import { answeringAtMost, fileDescriptorLimit, globalCap, limitReaders, refusalLingerMs, reservedDescriptors } from '../server/connections';
+import { InFlight } from '../server/http/server';
+import {
+  answeringAtMost,
+  fileDescriptorLimit,
+  globalCap,
+  limitReaders,
+  refusalLingerMs,
+  reservedDescriptors,
+} from '../server/http/connections';
 import { describeOnLinux, itOnLinux } from './platform';
 import { eventually, startServer, type ServerProcess } from '../scripts/server-process';
 import { freePort, parseExposition, value } from './exposition';

@@ -18,7 +18,7 @@ import { createDatabase } from '../db/client';
 import { createPgStorage, migratePg, openPgDatabase } from '../db/pg/storage';
 import { createSqliteStorage } from '../db/sqlite-storage';
 import type { Storage } from '../domain/storage';
-import { encodeCursor } from '../server/pagination';
+import { encodeCursor } from '../handlers/pagination';
 import { loadSpec } from '../server/spec';
 import { admin, createPgDatabase, customer, setupApp, testDatabaseUrl, type Caller } from './helpers';
 

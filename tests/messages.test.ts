@@ -5,7 +5,7 @@ import { join } from 'node:path';
 import Database from 'better-sqlite3';
 import request from 'supertest';
 import { startDeliveryWorker, type DeliveryWorker, type SetTimer } from '../server/delivery-worker';
-import { createLogger } from '../server/log';
+import { createLogger } from '../server/observability/log';
 import { customer, expectError, password, postWithoutContentType, setupApp, uniqueEmail, type Caller } from './helpers';
 import { eventually, startServer, type ServerProcess } from '../scripts/server-process';
 

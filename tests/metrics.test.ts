@@ -1,4 +1,4 @@
-// GET /metrics (server/metrics.ts) on the built service as `npm start` runs it, with
+// GET /metrics (server/observability/metrics.ts) on the built service as `npm start` runs it, with
 // METRICS_PORT: the names and labels an operator's queries rely on, and with
 // WEB_CONCURRENCY=2 the counts of both workers added up by the primary. A real
 // Prometheus scrapes it in tests/prometheus/ (npm run test:prometheus).

@@ -9,7 +9,7 @@ import { HttpClient } from '../contract/http';
 import { runSuite } from '../contract/runner';
 import { loadContract } from '../contract/spec';
 import { handlers } from '../handlers';
-import { isNotImplemented, notImplemented } from '../server/operations';
+import { isNotImplemented, notImplemented } from '../handlers/types';
 import { operationTable, type OperationId } from '../generated/operations';
 import { checkSpec } from '../scripts/spec-check';
 import { loadSpec } from '../server/spec';

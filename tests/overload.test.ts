@@ -1,4 +1,4 @@
-// Load shedding (server/overload.ts): while the event loop is behind, new requests get a
+// Load shedding (server/http/overload.ts): while the event loop is behind, new requests get a
 // fast 503 `overloaded` with Retry-After before any work, /readyz says not ready,
 // /healthz still answers, and all of it recovers by itself.
 import { mkdtempSync, rmSync } from 'node:fs';
@@ -6,7 +6,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import request from 'supertest';
 import { eventually, startServer, type ServerProcess } from '../scripts/server-process';
-import type { OverloadMonitor } from '../server/overload';
+import type { OverloadMonitor } from '../server/http/overload';
 import { customer, expectError, setupApp, type Caller } from './helpers';
 
 const monitor: OverloadMonitor & { overloaded: boolean } = {

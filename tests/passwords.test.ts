@@ -8,8 +8,8 @@ import request from 'supertest';
 import { hashPasswordAsReleased, scryptHashWith } from './fixtures/released-password-hash';
 import { customer, expectError, password, setupApp, uniqueEmail, type TestApp } from './helpers';
 import { itOnLinux } from './platform';
-import { ApiError } from '../server/errors';
-import { HashGate, createPasswordHashing } from '../server/passwords';
+import { ApiError } from '../domain/errors';
+import { HashGate, createPasswordHashing } from '../server/security/passwords';
 
 const argon2Raw = (
   algorithm: 'argon2id' | 'argon2i' | 'argon2d',

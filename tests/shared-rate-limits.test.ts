@@ -1,5 +1,5 @@
 // Rate limits shared by processes through leases of each client's window budget
-// (server/rate-limit-store.ts; docs/deployment.md, "Shared rate limits"): they answer as
+// (server/security/rate-limit-store.ts; docs/deployment.md, "Shared rate limits"): they answer as
 // the in-memory counters do, a busy client costs the database a write per many requests,
 // and three instances on one PostgreSQL hold one limit exactly.
 import { randomBytes } from 'node:crypto';
@@ -7,8 +7,8 @@ import type { AddressInfo } from 'node:net';
 import { Client } from 'pg';
 import request from 'supertest';
 import type { Storage } from '../domain/storage';
-import { memoryStores } from '../server/rate-limit';
-import { createRateLimitStore } from '../server/rate-limit-store';
+import { memoryStores } from '../server/security/rate-limit';
+import { createRateLimitStore } from '../server/security/rate-limit-store';
 import { startServer, type ServerProcess } from '../scripts/server-process';
 import { createPgDatabase, customer, password, setupApp, testDatabaseUrl, testStorage, uniqueEmail } from './helpers';
 

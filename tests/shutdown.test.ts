@@ -13,7 +13,7 @@ import Database from 'better-sqlite3';
 import { Client } from 'pg';
 import request from 'supertest';
 import { accountsHandlers } from '../handlers/accounts';
-import { createHttpServer, createLifecycle, type HttpService } from '../server/http-server';
+import { createHttpServer, createLifecycle, type HttpService } from '../server/http/server';
 import { captureLog, createPgDatabase, expectError, password, setupApp, testDatabaseUrl } from './helpers';
 import { eventually, startServer } from '../scripts/server-process';
 import { databaseWithAdmin, loadEnv, setUp } from './write-load';
@@ -159,7 +159,7 @@ function send(agent: Agent, base: string, what: string, key: string | undefined,
 // no longer listens (a refused connection: nothing was sent); no request fails, every order
 // acknowledged is stored, and /readyz said 503 first. Not even a request on a new
 // connection the kernel had queued for the listener when it closed: the service holds
-// its answers until no client is on its way in (server/http-server.ts, close()).
+// its answers until no client is on its way in (server/http/server.ts, close()).
 describe('SIGTERM under load from keep-alive clients', () => {
   const dir = mkdtempSync(join(tmpdir(), 'petstore-shutdown-load-'));
   afterAll(() => rmSync(dir, { recursive: true, force: true }));

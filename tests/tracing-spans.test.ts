@@ -1,5 +1,5 @@
 // docs/operations.md, Tracing: what the spans say when a request fails, matches nothing, or
-// is a probe. In process, with the service's own tracing (server/tracing.ts) and the SDK
+// is a probe. In process, with the service's own tracing (server/observability/tracing.ts) and the SDK
 // keeping the spans in memory; tests/tracing.test.ts checks the export over OTLP.
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -8,8 +8,8 @@ import { SpanKind, SpanStatusCode } from '@opentelemetry/api';
 import { InMemorySpanExporter, SimpleSpanProcessor, type ReadableSpan } from '@opentelemetry/sdk-trace-base';
 import request from 'supertest';
 import type { Storage } from '../domain/storage';
-import { createLogger } from '../server/log';
-import { startTracing } from '../server/tracing';
+import { createLogger } from '../server/observability/log';
+import { startTracing } from '../server/observability/tracing';
 import { customer, setupApp, testStorage, type Caller } from './helpers';
 
 const exporter = new InMemorySpanExporter();

@@ -5,7 +5,7 @@ import Database from 'better-sqlite3';
 import { createDatabase } from '../db/client';
 import { createSqliteStorage } from '../db/sqlite-storage';
 import { createStore } from '../domain/store';
-import { createPasswordHashing } from '../server/passwords';
+import { createPasswordHashing } from '../server/security/passwords';
 import { registerAccount } from '../handlers/accounts';
 
 export const adminEmail = 'admin@example.com';

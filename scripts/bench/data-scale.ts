@@ -32,10 +32,10 @@ import { Client } from 'pg';
 import { createDatabase } from '../../db/client';
 import { migratePg, openPgDatabase } from '../../db/pg/storage';
 import { loadConfig } from '../../server/config';
-import { encodeCursor } from '../../server/pagination';
-import { createPasswordHashing } from '../../server/passwords';
-import { generateApiKey } from '../../server/security';
-import { loadSpec } from '../../server/spec';
+import { encodeCursor } from '../../handlers/pagination';
+import { createPasswordHashing } from '../../server/security/passwords';
+import { generateApiKey } from '../../domain/api-keys';
+import { loadSpec, operationsIn } from '../../server/spec';
 import { clockTicks, freePort, median, num, stat } from './common';
 import { canPin, ensureWrk, pooled, wrk } from './wrk';
 
@@ -361,7 +361,7 @@ const costCases: Case[] = [
     method: 'POST',
     body: JSON.stringify({ petId: 7, quantity: 1 }),
   },
-  // Not with a key: a customer's password, hashed on each (server/passwords.ts), one at a
+  // Not with a key: a customer's password, hashed on each (server/security/passwords.ts), one at a
   // time: more at once would wait for the hashing threads or be refused 503 overloaded.
   // The service runs with no cap on active keys here, so that each is a 201 (a customer at
   // its 20 keys revokes one per key it makes: half its requests), and with the failed-login
@@ -372,14 +372,11 @@ const costCases: Case[] = [
 
 /** Every combination of each list operation's filters (openapi.yaml) has a case, or the bench refuses to run. */
 function checkCoverage(): void {
-  const spec = loadSpec() as unknown as {
-    paths: Record<string, { get?: { operationId: string; parameters?: Array<{ name?: string; in?: string; $ref?: string }> } }>;
-  };
   const missing: string[] = [];
-  for (const item of Object.values(spec.paths)) {
-    const get = item.get;
-    const params = get?.parameters ?? [];
-    if (!get || !params.some((p) => p.$ref === '#/components/parameters/Cursor')) continue;
+  for (const { method, operation } of operationsIn(loadSpec())) {
+    const get = operation as { operationId: string; parameters?: Array<{ name?: string; in?: string; $ref?: string }> };
+    const params = get.parameters ?? [];
+    if (method !== 'get' || !params.some((p) => p.$ref === '#/components/parameters/Cursor')) continue;
     const filters = params.filter((p) => !p.$ref).map((p) => p.name as string);
     for (let mask = 0; mask < 1 << filters.length; mask++) {
       const combo = filters.filter((_, i) => mask & (1 << i)).sort();

@@ -11,8 +11,8 @@ import { createSqliteStorage } from '../../db/sqlite-storage';
 import { createStore } from '../../domain/store';
 import { createApp } from '../../server/app';
 import { loadConfig } from '../../server/config';
-import { encodeCursor } from '../../server/pagination';
-import { generateApiKey } from '../../server/security';
+import { encodeCursor } from '../../handlers/pagination';
+import { generateApiKey } from '../../domain/api-keys';
 
 const pageSize = 20;
 const deepPage = 10_000;

@@ -17,7 +17,7 @@ import { createPgStorage, migratePg, openPgDatabase } from '../../db/pg/storage'
 import { createStore } from '../../domain/store';
 import { registerAccount } from '../../handlers/accounts';
 import { loadConfig } from '../../server/config';
-import { createPasswordHashing } from '../../server/passwords';
+import { createPasswordHashing } from '../../server/security/passwords';
 import { freePort, num } from '../bench/common';
 import { eventually, startServer, type ServerProcess } from '../server-process';
 

@@ -10,7 +10,7 @@ import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { Agent, request } from 'node:http';
 import { cpus, setPriority, tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { fileDescriptorLimit } from '../../server/connections';
+import { fileDescriptorLimit } from '../../server/http/connections';
 import { clockTicks, customerKey, num } from '../bench/common';
 import { repoRoot, startServer, type ServerProcess } from '../server-process';
 

@@ -11,7 +11,7 @@ import { promisify } from 'node:util';
 import { Client } from 'pg';
 import { createPgStorage, migratePg, openPgDatabase } from '../../db/pg/storage';
 import { createStore } from '../../domain/store';
-import { createPasswordHashing } from '../../server/passwords';
+import { createPasswordHashing } from '../../server/security/passwords';
 import { registerAccount } from '../../handlers/accounts';
 import { adminEmail, password } from '../write-load';
 

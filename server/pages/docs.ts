@@ -1,5 +1,6 @@
 import path from 'node:path';
 import express from 'express';
+import { docsAssetsFolder } from '../files';
 
 // Every byte the page needs comes from this process: the reference must work on
 // a machine with no internet access, and an accidental CDN link must fail
@@ -24,7 +25,6 @@ const DOCS_CONTENT_SECURITY_POLICY = [
 const SWAGGER_UI_FILES = new Set(['swagger-ui-bundle.js', 'swagger-ui.css', 'favicon-16x16.png', 'favicon-32x32.png']);
 
 const swaggerUiDir = path.dirname(require.resolve('swagger-ui-dist/package.json'));
-const ownAssetsDir = path.join(__dirname, 'docs-assets');
 
 export function createDocsRouter(spec: Record<string, unknown>): express.Router {
   checkTagParents(spec);
@@ -41,7 +41,7 @@ export function createDocsRouter(spec: Record<string, unknown>): express.Router 
     res.type('html').send(page);
   });
 
-  router.use('/docs/assets', express.static(ownAssetsDir, { index: false, redirect: false }));
+  router.use('/docs/assets', express.static(docsAssetsFolder, { index: false, redirect: false }));
   router.get('/docs/assets/:file', (req, res, next) => {
     const file = req.params.file;
     if (!SWAGGER_UI_FILES.has(file)) return next();

@@ -5,10 +5,9 @@
 // `concurrency` at once in a process, at most `queue` wait, and the rest are refused with
 // 503 `overloaded`. docs/decisions.md, "Passwords".
 import { randomBytes, timingSafeEqual } from 'node:crypto';
-import { availableParallelism } from 'node:os';
-import { join } from 'node:path';
 import { Worker } from 'node:worker_threads';
-import { ApiError } from './errors';
+import { ApiError } from '../../domain/errors';
+import { hashWorkerFile } from '../files';
 
 /** What new hashes use: OWASP's minimum for argon2id (19 MiB, 2 passes, 1 lane). */
 export const currentParams = { algorithm: 'argon2id', version: 19, memoryKiB: 19_456, passes: 2, parallelism: 1 } as const;
@@ -117,7 +116,7 @@ export function isCurrent(parsed: ParsedHash): boolean {
   );
 }
 
-/** What a hashing thread is asked to compute (server/hash-worker.cjs). */
+/** What a hashing thread is asked to compute (server/security/hash-worker.cjs). */
 interface HashJob {
   algorithm: ParsedHash['algorithm'];
   password: string;
@@ -129,7 +128,6 @@ interface HashJob {
 
 /** Below the event loop's priority (0): under contention the loop's requests go first. */
 const hashThreadNice = 10;
-const hashWorkerFile = join(__dirname, 'hash-worker.cjs');
 
 /**
  * The threads hashes are computed on, started when first needed: as many as ever ran at
@@ -207,14 +205,6 @@ export interface PasswordHashingOptions {
   concurrency: number;
   /** Hashes that may wait for one of those; past them, 503 `overloaded`. */
   queue: number;
-}
-
-/**
- * By default one hash at a time per core but one, so that the event loop keeps a core while
- * logins arrive in a burst, shared among the WEB_CONCURRENCY processes; at least one.
- */
-export function defaultHashConcurrency(webConcurrency = 1, cores = availableParallelism()): number {
-  return Math.max(1, Math.floor((cores - 1) / webConcurrency));
 }
 
 /** A slot for one hash: `limit` run, `queueLimit` wait in order, the rest are refused. */

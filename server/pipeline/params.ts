@@ -3,7 +3,7 @@
 // `Infinity` and `1.0000000000000001` as numbers: another resource, or a value no
 // list can serve. This runs before the validator and refuses them with 400.
 import type { RequestHandler } from 'express';
-import { validationFailed } from './errors';
+import { validationFailed } from '../../domain/errors';
 import type { Operation } from './path-table';
 
 const canonicalInteger = /^-?(?:0|[1-9][0-9]*)$/;

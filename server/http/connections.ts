@@ -9,10 +9,10 @@ import { readFileSync } from 'node:fs';
 import { BlockList, type SocketAddress, type Socket } from 'node:net';
 import type { RequestListener, Server } from 'node:http';
 import { ipKeyGenerator } from 'express-rate-limit';
-import type { Config } from './config';
-import { rawErrorResponse } from './errors';
-import type { Logger } from './log';
-import { StartupError } from './startup';
+import type { Logger } from 'pino';
+import type { Config } from '../config';
+import { rawErrorResponse } from '../pipeline/errors';
+import { StartupError } from '../startup';
 
 export type RefusalReason = 'address_cap' | 'global_cap';
 export const refusalReasons: readonly RefusalReason[] = ['address_cap', 'global_cap'];
@@ -89,7 +89,7 @@ export function globalCap(configured: number | undefined, poolSize: number, limi
 
 /**
  * The address a connection is counted under, as the rate limits count a request's
- * (server/rate-limit.ts): an IPv4 address (also when written in IPv6 by a dual-stack
+ * (server/security/rate-limit.ts): an IPv4 address (also when written in IPv6 by a dual-stack
  * listener), or an IPv6 address's /56, since one IPv6 client holds a whole prefix.
  */
 const addressKey = (address: string) => ipKeyGenerator(address);

@@ -7,14 +7,14 @@ import type { Request, RequestHandler, Response } from 'express';
 import { createServer, type Server } from 'node:http';
 import { performance } from 'node:perf_hooks';
 import { AggregatorRegistry, collectDefaultMetrics, Counter, Gauge, Histogram, Registry } from 'prom-client';
-import type { Storage } from '../domain/storage';
-import type { StoreEvents } from '../domain/store';
-import { refusalReasons, type ConnectionCounts } from './connections';
-import type { ApiError } from './errors';
-import type { Logger } from './log';
-import type { OnRefusal, RateLimiterName } from './rate-limit';
-import type { OperationEntry } from './spec';
-import { StartupError } from './startup';
+import type { Logger } from 'pino';
+import type { Storage } from '../../domain/storage';
+import type { StoreEvents } from '../../domain/store';
+import { refusalReasons, type ConnectionCounts } from '../http/connections';
+import type { ApiError } from '../../domain/errors';
+import type { OnRefusal, RateLimiterName } from '../security/rate-limit';
+import type { OperationEntry } from '../spec';
+import { StartupError } from '../startup';
 
 export interface Metrics {
   readonly registry: Registry;
@@ -30,7 +30,7 @@ export interface Metrics {
   readonly answered: (error: ApiError) => void;
   /** For the delivery worker: each message's lag, queued to sent. */
   readonly delivered: (lagSeconds: number) => void;
-  /** The API server's open and refused connections (server/connections.ts), read at each scrape. */
+  /** The API server's open and refused connections (server/http/connections.ts), read at each scrape. */
   connections(counts: ConnectionCounts): void;
 }
 

@@ -2,7 +2,7 @@
 // operation its method names there (server/app.ts, route). Everything after it (the
 // headers for browsers, deprecation, the limits, the operation's own chain) reads the
 // result from the request instead of matching the path again.
-import type { OperationEntry } from './spec';
+import type { OperationEntry } from '../spec';
 
 /** An operation of the spec, with its operationId. */
 export type Operation = OperationEntry & { id: string };

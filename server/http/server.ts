@@ -4,10 +4,11 @@
 import cluster from 'node:cluster';
 import { createServer, type IncomingMessage, type RequestListener, type Server, type ServerResponse } from 'node:http';
 import { Server as NetServer, type Socket } from 'node:net';
-import type { Config } from './config';
+import type { Logger } from 'pino';
+import type { Config } from '../config';
 import { capConnections, connectionCaps, trustedProxies, type CapsConfig, type ConnectionCounts } from './connections';
-import { rawErrorResponse, type ErrorCode } from './errors';
-import type { Logger } from './log';
+import type { ErrorCode } from '../../domain/errors';
+import { rawErrorResponse } from '../pipeline/errors';
 
 /** Shared by the app and its server. */
 export interface Lifecycle {
@@ -41,7 +42,7 @@ export interface HttpService {
    * left is not waited for).
    */
   drain(delayMs?: number): Promise<void>;
-  /** Open and refused connections (server/connections.ts), for the metrics. */
+  /** Open and refused connections (server/http/connections.ts), for the metrics. */
   connections: ConnectionCounts;
   /** For listen(): room for every connection the service may hold to come back at once (the kernel caps it at net.core.somaxconn). */
   backlog: number;

@@ -1,25 +1,15 @@
-// Credentials: SHA-256-hashed API keys, passwords checked through server/passwords.ts, and
-// the security handlers that express-openapi-validator calls for the spec's bearerAuth and
-// basicAuth schemes.
-import { hash, randomBytes } from 'node:crypto';
+// Credentials: API keys looked up by their hash (domain/api-keys.ts), passwords checked
+// through server/security/passwords.ts, and the security handlers that express-openapi-validator
+// calls for the spec's bearerAuth and basicAuth schemes.
 import type { Request } from 'express';
-import { StorageUnavailable } from '../domain/errors';
-import type { Store } from '../domain/store';
-import type { Principal } from '../domain/types';
-import { ApiError, forbidden, unauthorized, unavailable } from './errors';
+import type { Store } from '../../domain/store';
+import type { Principal } from '../../domain/types';
+import { hashKey } from '../../domain/api-keys';
+import { ApiError, forbidden, StorageUnavailable, unauthorized, unavailable } from '../../domain/errors';
 import type { PasswordHashing } from './passwords';
 
-const keyPrefix = 'ps_live_';
 // lastUsedAt is written at most this often per key, so a busy key is not a write per request.
 const touchIntervalMs = 60_000;
-
-const hashKey = (key: string) => hash('sha256', key, 'hex');
-
-/** 256 random bits behind a recognisable prefix. */
-export function generateApiKey(): { key: string; keyHash: string; prefix: string; lastFour: string } {
-  const key = keyPrefix + randomBytes(32).toString('base64url');
-  return { key, keyHash: hashKey(key), prefix: keyPrefix, lastFour: key.slice(-4) };
-}
 
 /** The principal the security handler put on the request; operations with security have one. */
 export function principalOf(req: Request): Principal {

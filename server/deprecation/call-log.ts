@@ -2,8 +2,8 @@
 // in memory and added to the database in one transaction every few seconds and at
 // shutdown, so that a deprecated call costs a map update rather than a write.
 // `npm run deprecations` reads them (scripts/deprecations.ts).
-import type { DeprecatedCalls, Storage } from '../domain/storage';
-import type { Logger } from './log';
+import type { Logger } from 'pino';
+import type { DeprecatedCalls, Storage } from '../../domain/storage';
 
 /** How long counts wait in memory before they are written. */
 export const flushIntervalMs = 10_000;

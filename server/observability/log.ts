@@ -3,10 +3,7 @@
 // second guard for fields a caller might pass by mistake.
 import type { RequestHandler } from 'express';
 import pino, { type DestinationStream } from 'pino';
-import type { Config } from './config';
-import './request-context';
-
-export type Logger = pino.Logger;
+import '../pipeline/request-context';
 
 const redactedPaths = [
   'req.headers.authorization',
@@ -27,7 +24,7 @@ const redactedPaths = [
 ];
 
 /** The service's logger; tests pass a destination to read what was written. */
-export function createLogger(level: Config['logLevel'], destination: DestinationStream = pino.destination(2)): Logger {
+export function createLogger(level: pino.LevelWithSilent, destination: DestinationStream = pino.destination(2)): pino.Logger {
   return pino(
     {
       level,
@@ -48,7 +45,7 @@ export const isProbe = (path: string) => probes.has(path);
  * template, operationId, status, duration and account. Placed after the per-address
  * rate limit, so an outsider cannot make lines faster than that limit allows.
  */
-export function accessLog(log: Logger): RequestHandler {
+export function accessLog(log: pino.Logger): RequestHandler {
   // The line's fields are fixed and none is a secret, so it skips the redaction pass the
   // service logger runs over every key of every line.
   const access = log.child({}, { redact: { paths: [], censor: '[redacted]' } });

@@ -2,12 +2,12 @@
 // `Deprecation` (RFC 9745) from `x-deprecated-since`, `Sunset` (RFC 8594) from
 // `x-deprecated-sunset`, and `Link: <...>; rel="successor-version"` from `x-successor`,
 // a path template filled from the request's path parameters; each authenticated call
-// counted by account (server/deprecated-calls.ts); and from the sunset on, 410 `gone`.
+// counted by account (server/deprecation/call-log.ts); and from the sunset on, 410 `gone`.
 // Nothing here names an operation: editing openapi.yaml is the only way to deprecate one.
 import type { Request, RequestHandler, Response } from 'express';
-import type { DeprecatedCallLog } from './deprecated-calls';
-import { ApiError } from './errors';
-import type { OperationEntry } from './spec';
+import type { DeprecatedCallLog } from './call-log';
+import { ApiError } from '../../domain/errors';
+import type { OperationEntry } from '../spec';
 
 interface DeprecatedOperation {
   operationId: string;

@@ -4,8 +4,8 @@
 // a sample finds the loop on time again. Everything a request would cost (body, key,
 // validation, the database) is skipped, so the backlog drains instead of growing.
 import type { RequestHandler } from 'express';
-import { ApiError } from './errors';
-import type { Logger } from './log';
+import type { Logger } from 'pino';
+import { ApiError } from '../../domain/errors';
 
 export interface OverloadMonitor {
   /** Whether new requests are being shed now. */

@@ -3,7 +3,7 @@
 // the validator sees a silently rounded value.
 import express, { type RequestHandler } from 'express';
 import { fullFormats } from 'ajv-formats/dist/formats';
-import { ApiError } from './errors';
+import { ApiError } from '../../domain/errors';
 
 const maxDepth = 32;
 const jsonMediaType = /^application\/json\s*(?:;|$)/i;

@@ -5,7 +5,7 @@
 // in memory, so a busy client costs a write per lease, not per request. The grants of a
 // window never exceed the limit, so the processes together never admit more than it.
 import type { ClientRateLimitInfo, Options, Store } from 'express-rate-limit';
-import type { Storage } from '../domain/storage';
+import type { Storage } from '../../domain/storage';
 
 /** The largest lease for a limit: a twentieth of it, at least 1. */
 export const maxLease = (limit: number) => Math.max(1, Math.floor(limit / 20));

@@ -8,17 +8,17 @@
 //   answers 429 until the window ends. API keys keep working, so a guesser cannot lock
 //   a real user out of the keys they already have.
 // - password checks per account, successful ones too: each costs a hash's worth of CPU
-//   (server/passwords.ts), the dearest thing a customer can ask for, so one account may
+//   (server/security/passwords.ts), the dearest thing a customer can ask for, so one account may
 //   have few of them a minute whatever its per-account request limit.
 // Every counter lives in a store made by one factory (in memory by default), the seam
-// for the store shared between processes (server/rate-limit-store.ts).
+// for the store shared between processes (server/security/rate-limit-store.ts).
 import { createHash } from 'node:crypto';
 import type { NextFunction, Request, RequestHandler, Response } from 'express';
 import { ipKeyGenerator, type ClientRateLimitInfo, type Options, type Store } from 'express-rate-limit';
-import type { Config } from './config';
-import { ApiError } from './errors';
-import type { Logger } from './log';
-import { credentialsOf } from './security';
+import type { Logger } from 'pino';
+import type { Config } from '../config';
+import { ApiError } from '../../domain/errors';
+import { credentialsOf } from './auth';
 
 export type RateLimiterName = 'address' | 'account' | 'login-account' | 'login-address' | 'password-checks' | 'signup';
 
@@ -184,7 +184,7 @@ function partitionKey(key: string): string {
   return pk;
 }
 
-/** Hears each request a limiter refuses (server/metrics.ts counts them by limiter). */
+/** Hears each request a limiter refuses (server/observability/metrics.ts counts them by limiter). */
 export type OnRefusal = (limiter: RateLimiterName) => void;
 
 /** Each is placed in the chains of the operations it limits (server/app.ts). */

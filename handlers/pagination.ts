@@ -1,6 +1,6 @@
 // Keyset pagination: a cursor is the last id of the previous page, wrapped so clients
 // treat it as opaque. A page costs one index range scan however deep it is.
-import { ApiError } from './errors';
+import { ApiError } from '../domain/errors';
 
 const version = 'v1';
 /** Ids are at most 2^53-1 (openapi.yaml, components.schemas.Id): no row is after this one. */

@@ -8,9 +8,10 @@ import type { RequestHandler } from 'express';
 import { context, propagation, ROOT_CONTEXT, SpanKind, SpanStatusCode, trace, type Tracer } from '@opentelemetry/api';
 import { NodeSDK, resources } from '@opentelemetry/sdk-node';
 import type { SpanProcessor } from '@opentelemetry/sdk-trace-base';
-import type { Queries, Storage } from '../domain/storage';
-import { isProbe, type Logger } from './log';
-import './request-context';
+import type { Logger } from 'pino';
+import type { Queries, Storage } from '../../domain/storage';
+import { isProbe } from './log';
+import '../pipeline/request-context';
 
 export interface Tracing {
   /** First in the chain: the request's server span, current while the request is served. */

@@ -1,61 +1,11 @@
-// One error type and one error mapper: whatever fails (validation, auth, routing, body
-// parsing, size or rate limits, a bug) leaves as the contract's Error body.
+// The one error mapper: whatever fails (validation, auth, routing, body parsing, size or
+// rate limits, a bug) leaves as the contract's Error body (ApiError, domain/errors.ts).
 import { randomUUID } from 'node:crypto';
 import { STATUS_CODES } from 'node:http';
 import type { ErrorRequestHandler, Request, Response } from 'express';
-import { DomainError, StorageUnavailable, type DomainCode, type ErrorCode } from '../domain/errors';
-import type { Logger } from './log';
+import type { Logger } from 'pino';
+import { ApiError, apiErrorOf, DomainError, StorageUnavailable, unavailable, type ErrorCode } from '../../domain/errors';
 import './request-context';
-
-export type { ErrorCode };
-
-/** The HTTP status of each refusal of a store rule (openapi.yaml documents each pair). */
-const domainStatus: Record<DomainCode, number> = {
-  not_found: 404,
-  conflict: 409,
-  pet_not_found: 422,
-  category_not_found: 422,
-  pet_not_available: 409,
-  insufficient_stock: 409,
-  pet_has_open_orders: 409,
-  category_in_use: 409,
-  order_completed: 409,
-  idempotency_key_reused: 409,
-  api_key_limit_reached: 409,
-  // The queue drains as the worker delivers: the same request succeeds later (Retry-After).
-  message_queue_full: 429,
-};
-
-/** A store rule's refusal as the contract's error, with any headers the answer carries. */
-export const apiErrorOf = (error: { code: DomainCode; message: string }, headers: Record<string, string> = {}) =>
-  new ApiError(error.code, error.message, domainStatus[error.code], headers, { byStore: true });
-
-export class ApiError extends Error {
-  /** Made from a refusal of the store (apiErrorOf, unavailable). */
-  readonly byStore: boolean;
-
-  constructor(
-    readonly code: ErrorCode,
-    message: string,
-    readonly status: number,
-    readonly headers: Record<string, string> = {},
-    /** What went wrong underneath (logged, never sent). */
-    options?: { cause?: unknown; byStore?: boolean },
-  ) {
-    super(message, options);
-    this.name = 'ApiError';
-    this.byStore = options?.byStore ?? false;
-  }
-}
-
-/** The store cannot do this now: 503 with the Retry-After it asks for. */
-export const unavailable = (err: StorageUnavailable) =>
-  new ApiError(err.code, err.message, 503, { 'Retry-After': String(err.retryAfterSeconds) }, { cause: err.cause ?? err, byStore: true });
-
-export const notFound = (what: string, id: number | string) => new ApiError('not_found', `${what} ${id} was not found`, 404);
-export const validationFailed = (message: string) => new ApiError('validation_failed', message, 400);
-export const unauthorized = (message: string) => new ApiError('unauthorized', message, 401);
-export const forbidden = () => new ApiError('forbidden', 'This operation is for admins only', 403);
 
 /**
  * The Error as a whole HTTP/1.1 response that ends its connection, for what is answered on
@@ -154,7 +104,7 @@ function sendError(res: Response, error: ApiError): void {
     .send(JSON.stringify({ code: error.code, message: error.message, status: error.status }));
 }
 
-/** `onError` hears every error answered (server/metrics.ts counts the store's refusals). */
+/** `onError` hears every error answered (server/observability/metrics.ts counts the store's refusals). */
 export function errorMapper(log: Logger, onError?: (error: ApiError) => void): ErrorRequestHandler {
   return (err, req, res, _next) => {
     const error = toApiError(err, req);

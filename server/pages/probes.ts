@@ -1,8 +1,8 @@
-// The service's own probes, answered at the front of the chain (see servicePages).
+// The service's own probes, answered at the front of the chain (see probes).
 import Ajv, { type ValidateFunction } from 'ajv';
 import type { RequestHandler } from 'express';
-import type { AppContext, HandlerTable } from './operations';
-import type { OpenApiDocument } from './spec';
+import type { AppContext, HandlerTable } from '../../handlers/types';
+import type { OpenApiDocument } from '../spec';
 
 type Response = { content?: Record<string, { schema?: object }> };
 
@@ -16,7 +16,7 @@ const servicePaths: Record<string, 'getHealth' | 'getReadiness'> = { '/healthz':
  * spec, so skipping that work changes no answer. Anything else on these paths (a
  * query, another method) takes the full chain and gets the validator's answer.
  */
-export function servicePages(spec: OpenApiDocument, table: HandlerTable, ctx: AppContext): RequestHandler {
+export function probes(spec: OpenApiDocument, table: HandlerTable, ctx: AppContext, validateResponses: boolean): RequestHandler {
   // Their answers are still checked against the spec, as the validator checks every other.
   // The spec itself is checked by `npm run generate` (scripts/spec-check.ts). `spec` has its
   // references inlined (server/spec.ts, dereferenced), so each schema compiles alone.
@@ -40,7 +40,7 @@ export function servicePages(spec: OpenApiDocument, table: HandlerTable, ctx: Ap
   ) => {
     const input = { params: {}, query: {}, headers: {}, body: undefined, url } as never;
     const result = (await table[operation](input, ctx)) as { status: number; body?: unknown };
-    if (ctx.config.validateResponses && (result.status !== 200 || !conformsTo(result.body))) {
+    if (validateResponses && (result.status !== 200 || !conformsTo(result.body))) {
       throw new Error(`The ${operation} response does not match openapi.yaml`);
     }
     res.status(result.status).json(result.body);

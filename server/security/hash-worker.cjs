@@ -1,4 +1,4 @@
-// The body of a password-hashing thread (server/passwords.ts): computes one hash at a time,
+// The body of a password-hashing thread (server/security/passwords.ts): computes one hash at a time,
 // synchronously, on its own thread, at a lower CPU priority than the event loop, so a
 // burst of logins slows logins, not everyone's GETs. Plain CommonJS: a worker runs it as it
 // is, under node, tsx and jest alike.

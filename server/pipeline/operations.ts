@@ -1,75 +1,12 @@
-// The typed bridge from generated/ to handlers: each operation's input and result types
-// come from openapi-typescript's `operations`, and routes come from the spec's
-// operationIds, so a missing or stray handler fails to compile and fails start-up.
+// The runner of the handler table: each operation's handler (handlers/types.ts) served as
+// the last step of its chain, by operationId. Routes come from the spec's operationIds, so
+// a missing or stray handler fails start-up as it fails to compile.
 import type { Request, RequestHandler, Response } from 'express';
-import type { operations } from '../generated/openapi';
-import { operationTable, type OperationId, type OperationsByTag } from '../generated/operations';
-import type { OperationEntry } from './spec';
-import type { Config } from './config';
-import type { Logger } from './log';
-import type { PasswordHashing } from './passwords';
-import type { Store } from '../domain/store';
-import type { Principal } from '../domain/types';
-import { principalOf } from './security';
-import { ApiError } from './errors';
-
-type Op<K extends OperationId> = operations[K];
-type OrEmpty<T> = [T] extends [never] ? Record<string, never> : T;
-type ParamsIn<K extends OperationId, In extends 'path' | 'query' | 'header'> = OrEmpty<NonNullable<Op<K>['parameters'][In]>>;
-type JsonOf<T> = T extends { content: { 'application/json': infer B } } ? B : never;
-type RequestBody<K extends OperationId> = undefined extends Op<K>['requestBody']
-  ? JsonOf<NonNullable<Op<K>['requestBody']>> | undefined
-  : JsonOf<Op<K>['requestBody']>;
-
-export interface Input<K extends OperationId> {
-  params: ParamsIn<K, 'path'>;
-  query: ParamsIn<K, 'query'>;
-  headers: ParamsIn<K, 'header'>;
-  body: RequestBody<K>;
-  /** The authenticated caller; only operations with security have one. */
-  readonly principal: Principal;
-  /** The request path and query as sent, for building Link headers. */
-  url: string;
-}
-
-type Responses<K extends OperationId> = Op<K>['responses'];
-type SuccessStatus<K extends OperationId> = Extract<keyof Responses<K>, 200 | 201 | 202 | 204>;
-
-/** What a handler returns: a documented success status and that status's body. */
-export type Result<K extends OperationId> = {
-  [S in SuccessStatus<K>]: [JsonOf<Responses<K>[S]>] extends [never]
-    ? { status: S; headers?: Record<string, string> }
-    : { status: S; body: JsonOf<Responses<K>[S]>; headers?: Record<string, string> };
-}[SuccessStatus<K>];
-
-/** Everything a handler may use besides its input. */
-export interface AppContext {
-  /** The store rules and reads (domain/store.ts); handlers never see the storage under it. */
-  repos: Store;
-  /** Every password is hashed and checked here, under its bound on hashes at once (server/passwords.ts). */
-  passwords: PasswordHashing;
-  config: Config;
-  log: Logger;
-}
-
-export type Handler<K extends OperationId> = (input: Input<K>, ctx: AppContext) => Result<K> | Promise<Result<K>>;
-
-/** A handler module implements every operation of its tag, and nothing else. */
-export type HandlerModule<T extends keyof OperationsByTag> = { [K in OperationsByTag[T]]: Handler<K> };
-
-export type HandlerTable = { [K in OperationId]: Handler<K> };
-
-const notImplementedMarker = Symbol('notImplemented');
-
-/** Routed but not served yet: answers 501 in the Error shape. */
-export function notImplemented<K extends OperationId>(id: K): Handler<K> {
-  const handler: Handler<K> = () => {
-    throw new ApiError('not_implemented', `${id} is in the contract but not implemented yet`, 501);
-  };
-  return Object.assign(handler, { [notImplementedMarker]: true });
-}
-
-export const isNotImplemented = (handler: unknown) => typeof handler === 'function' && notImplementedMarker in handler;
+import { operationTable, type OperationId } from '../../generated/operations';
+import type { Principal } from '../../domain/types';
+import { isNotImplemented, type AppContext, type Handler, type Input } from '../../handlers/types';
+import type { OperationEntry } from '../spec';
+import { principalOf } from '../security/auth';
 
 /**
  * The middleware that serves each operation, by operationId, for the end of its chain
