@@ -1,5 +1,7 @@
 /** @type {import('jest').Config} */
 module.exports = {
+  // ts-jest only transpiles, file by file (tsconfig.json's isolatedModules): `npm run
+  // typecheck` checks the types, tests included.
   preset: 'ts-jest',
   testEnvironment: 'node',
   roots: ['<rootDir>/tests'],
@@ -11,6 +13,8 @@ module.exports = {
   // (`npm run test:prometheus`, jest.prometheus.config.js).
   testPathIgnorePatterns: ['/node_modules/', '<rootDir>/tests/system/', '<rootDir>/tests/faults/', '<rootDir>/tests/prometheus/'],
   globalSetup: '<rootDir>/tests/global-setup.ts',
+  // A worker per core: jest's default leaves one core to itself, a single worker on two.
+  maxWorkers: '100%',
   // Each file builds its own app and database; a few tests start real servers.
   testTimeout: 30_000,
 };
