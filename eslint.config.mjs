@@ -172,7 +172,7 @@ export default tseslint.config(
     languageOptions: { globals: { document: 'readonly', window: 'readonly' } },
   },
   {
-    files: ['jest.config.js', 'jest.faults.config.js', 'jest.prometheus.config.js'],
+    files: ['jest.config.js', 'jest.*.config.js'],
     languageOptions: { sourceType: 'commonjs', globals: { module: 'writable' } },
   },
   {

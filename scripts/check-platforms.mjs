@@ -5,7 +5,7 @@
 // required one and only refuses it on the machine itself (EBADPLATFORM), so each installed
 // package.json is read, with npm's own check. It also says which Node the project runs on
 // there (scripts/runtime.cjs): the package behind node_modules/.bin/node, or the machine's.
-import { spawnSync } from 'node:child_process';
+import { spawn } from 'node:child_process';
 import { cpSync, existsSync, mkdtempSync, readdirSync, readFileSync, realpathSync, rmSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import { tmpdir } from 'node:os';
@@ -47,21 +47,32 @@ function packages(modules) {
     .flatMap((folder) => [folder, ...packages(join(folder, 'node_modules'))]);
 }
 
-let failed = false;
-for (const target of targets) {
+/** Runs a command; its exit status and stderr. */
+function run(command, args, cwd) {
+  return new Promise((resolve) => {
+    const child = spawn(command, args, { cwd, stdio: ['ignore', 'ignore', 'pipe'] });
+    let stderr = '';
+    child.stderr.on('data', (chunk) => (stderr += chunk));
+    child.on('close', (status) => resolve({ status, stderr }));
+  });
+}
+
+/** Installs the lock as on `target`; what it found, as lines for stdout and stderr, and whether it failed. */
+async function check(target) {
+  const out = [];
+  const err = [];
+  let failed = false;
   const platform = `${target.os}-${target.cpu}${target.libc ? ` (${target.libc})` : ''}`;
   const dir = mkdtempSync(join(tmpdir(), 'petstore-platform-'));
   try {
     for (const file of ['package.json', 'package-lock.json']) cpSync(join(root, file), join(dir, file));
     const flags = Object.entries(target).map(([key, value]) => `--${key}=${value}`);
-    const ci = spawnSync(process.execPath, [npm, 'ci', ...flags, '--ignore-scripts', '--no-audit', '--no-fund'], {
-      cwd: dir,
-      encoding: 'utf8',
-    });
+    // --prefer-offline: the registry's metadata from npm's cache where it has it, not asked
+    // again per package; what is installed is what the lock names either way.
+    const ci = await run(process.execPath, [npm, 'ci', ...flags, '--ignore-scripts', '--no-audit', '--no-fund', '--prefer-offline'], dir);
     if (ci.status !== 0) {
-      process.stderr.write(`${platform}: npm ci failed:\n${ci.stderr}`);
-      failed = true;
-      continue;
+      err.push(`${platform}: npm ci failed:\n${ci.stderr}`);
+      return { out, err, failed: true };
     }
     const installed = packages(join(dir, 'node_modules')).map((folder) => ({
       path: relative(dir, folder),
@@ -77,7 +88,7 @@ for (const target of targets) {
     });
     for (const { path, manifest } of foreign) {
       const wants = ['os', 'cpu', 'libc'].flatMap((key) => (manifest[key] ? [`${key} ${[].concat(manifest[key]).join(',')}`] : []));
-      process.stderr.write(`${platform}: ${path} is made for ${wants.join(', ')}\n`);
+      err.push(`${platform}: ${path} is made for ${wants.join(', ')}\n`);
     }
 
     // The Node npm scripts would find first there, against the choice for that platform.
@@ -89,12 +100,12 @@ for (const target of targets) {
     const node = existsSync(bin) ? relative(join(dir, 'node_modules'), realpathSync(bin)) : undefined;
     const expected = choice.use === 'package' ? join(choice.name, 'bin', target.os === 'win32' ? 'node.exe' : 'node') : undefined;
     if (node !== expected || runtimes.length !== (expected ? 1 : 0)) {
-      process.stderr.write(
+      err.push(
         `${platform}: node_modules/.bin/node is ${node ?? 'absent'}, where the runtime choice is ${expected ?? "the machine's Node"}\n`,
       );
       failed = true;
     }
-    process.stdout.write(
+    out.push(
       `${platform}: ${installed.length} packages installed, ${foreign.length} of them for another platform; node_modules/.bin/node: ` +
         (node
           ? `${runtimes.map(({ manifest }) => `${manifest.name} ${manifest.version}`).join(', ')} (${node})`
@@ -105,5 +116,14 @@ for (const target of targets) {
   } finally {
     rmSync(dir, { recursive: true, force: true });
   }
+  return { out, err, failed };
+}
+
+// The platforms at once: each install mostly waits on the disk and the network.
+let failed = false;
+for (const result of await Promise.all(targets.map(check))) {
+  for (const line of result.err) process.stderr.write(line);
+  for (const line of result.out) process.stdout.write(line);
+  if (result.failed) failed = true;
 }
 process.exit(failed ? 1 : 0);

@@ -1,6 +1,6 @@
 // A consumer of the packed client (@petstore/client, client/package.json): `npm pack`, a
 // project of its own that installs the tarball, and the code such a consumer writes,
-// compiled by strict tsc there. Shared by tests/client-package.test.ts (CommonJS and
+// compiled by strict tsc there. Shared by tests/system/client-package.test.ts (CommonJS and
 // `nodenext` ES module projects) and tests/browser/client.browser.ts (a page in Chromium).
 import { execFileSync } from 'node:child_process';
 import { mkdirSync, writeFileSync } from 'node:fs';

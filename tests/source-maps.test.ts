@@ -32,10 +32,15 @@ it('a logged error names the TypeScript file and line', async () => {
   await Promise.all(Array.from({ length: 4 }, fill));
   expect(refused).toBe(true);
 
-  const line = server
-    .log()
-    .split('\n')
-    .find((l) => l.includes('Writes are refused with 503 storage_unavailable'));
+  // The service writes the line before its 503, but this process may read the answers'
+  // socket before the pipe of its stderr: the line can arrive just after the last answer.
+  const logged = () =>
+    server!
+      .log()
+      .split('\n')
+      .find((l) => l.includes('Writes are refused with 503 storage_unavailable'));
+  for (let waited = 0; logged() === undefined && waited < 10_000; waited += 50) await new Promise((r) => setTimeout(r, 50));
+  const line = logged();
   expect(line).toBeDefined();
   const { err } = JSON.parse(line!) as { err: { stack: string } };
   // A frame of ours: an absolute path to a .ts file of the project, a line and a column.

@@ -6,7 +6,7 @@ import { execFileSync, spawnSync } from 'node:child_process';
 import { mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { repoRoot, startServer, type ServerProcess } from '../scripts/server-process';
+import { repoRoot, startServer, type ServerProcess } from '../../scripts/server-process';
 
 jest.setTimeout(300_000);
 

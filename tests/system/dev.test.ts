@@ -4,7 +4,7 @@ import { spawn, type ChildProcess } from 'node:child_process';
 import { cpSync, mkdtempSync, readFileSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, relative } from 'node:path';
-import { repoRoot } from '../scripts/server-process';
+import { repoRoot } from '../../scripts/server-process';
 
 jest.setTimeout(600_000);
 

@@ -18,7 +18,7 @@ import {
 } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { repoRoot, startServer } from '../scripts/server-process';
+import { repoRoot, startServer } from '../../scripts/server-process';
 
 jest.setTimeout(180_000);
 

@@ -6,8 +6,8 @@ import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'nod
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { parse } from 'yaml';
-import { repoRoot, startServer, type ServerProcess } from '../scripts/server-process';
-import { compile, consumerProject, nodeMainSource, packClient, roundSource, strictOptions } from './client-consumer';
+import { repoRoot, startServer, type ServerProcess } from '../../scripts/server-process';
+import { compile, consumerProject, nodeMainSource, packClient, roundSource, strictOptions } from '../client-consumer';
 
 jest.setTimeout(300_000);
 

@@ -7,7 +7,7 @@ import { cpSync, mkdtempSync, readFileSync, rmSync, symlinkSync, writeFileSync }
 import { tmpdir } from 'node:os';
 import { join, relative } from 'node:path';
 import { promisify } from 'node:util';
-import { repoRoot, startServer } from '../scripts/server-process';
+import { repoRoot, startServer } from '../../scripts/server-process';
 
 const readme = readFileSync(join(repoRoot, 'docs', 'contract.md'), 'utf8');
 
