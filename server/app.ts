@@ -16,7 +16,7 @@ import type { Storage } from '../domain/storage';
 import { createStore } from '../domain/store';
 import { handlers as defaultHandlers } from '../handlers';
 import type { AppContext, HandlerTable } from '../handlers/types';
-import { bodyReader, declaredTooLarge, isStorableDateTime } from './pipeline/body';
+import { bodyReader, declaredTooLarge } from './pipeline/body';
 import { browserHeaders } from './pipeline/browser-headers';
 import { createDocsRouter } from './pages/docs';
 import type { Config } from './config';
@@ -29,6 +29,7 @@ import { accessLog, createLogger } from './observability/log';
 import type { Metrics } from './observability/metrics';
 import { canonicalIntegers } from './pipeline/params';
 import { createPathTable } from './pipeline/path-table';
+import { schemaSettings } from './pipeline/schemas';
 import { operationHandlers } from './pipeline/operations';
 import { shedWhenOverloaded, type OverloadMonitor } from './http/overload';
 import { createRateLimiters, memoryStores, type RateLimitStoreFactory } from './security/rate-limit';
@@ -172,11 +173,9 @@ export function createApp({
     // above, rather than bundled, which walks every $ref and was most of the validator's
     // start-up. 'none' (our patch): no parser for a document with no $ref left.
     $refParser: { mode: 'none' },
-    validateRequests: { allowUnknownQueryParameters: false, removeAdditional: false },
-    validateResponses: config.validateResponses ? { removeAdditional: false } : false,
-    validateFormats: true,
-    ajvFormats: { mode: 'full' },
-    formats: { 'date-time': { type: 'string', validate: isStorableDateTime } },
+    // What a value must be: formats, unknown query parameters (server/pipeline/schemas.ts,
+    // where the example check and the mock take the same settings).
+    ...schemaSettings(config.validateResponses),
     validateSecurity: { handlers: createSecurityHandlers(repos, passwords) },
     ignoreUndocumented: false,
     fileUploader: false,
