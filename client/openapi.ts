@@ -685,7 +685,8 @@ export interface components {
              *       the open connections one client address may hold.
              *     - `message_queue_full` 429: the account has its most messages not yet delivered.
              *     - `internal_error` 500: a failure on the service's side.
-             *     - `not_implemented` 501: the operation is in the contract but not served yet.
+             *     - `not_implemented` 501: the operation is in the contract but not served yet, or
+             *       (mock answers) the request prefers an answer the operation does not document.
              *     - `unavailable` 503: the database does not answer; retry after `Retry-After`.
              *     - `storage_unavailable` 503: a write could not be made durable (full disk, I/O
              *       error) and was not stored; retry after `Retry-After`.

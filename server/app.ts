@@ -42,6 +42,11 @@ import type { Tracing } from './observability/tracing';
 import { loadSpecYaml, specRouter } from './pages/openapi';
 import { dereferenced, loadSpec, operationsOf, type OpenApiDocument } from './spec';
 
+// The mock and openapi-sampler are loaded only when MOCK_UNIMPLEMENTED is on.
+type MockModule = typeof import('./pipeline/mock');
+// eslint-disable-next-line @typescript-eslint/no-require-imports -- loaded on demand, as said above
+const mockModule = (): MockModule => require('./pipeline/mock') as MockModule;
+
 export interface AppOptions {
   /** The database behind the storage port (db/open.ts). */
   storage?: Storage;
@@ -194,7 +199,9 @@ export function createApp({
   // Each operation's own chain, put together here: only what the operation needs (a body
   // reader where it takes a body, the login limiter where it takes a password), in the
   // order of checks.
-  const handlerOf = operationHandlers(operations, { ...defaultHandlers, ...handlers } as never, ctx);
+  // Stubs answer from the spec when MOCK_UNIMPLEMENTED is on, chosen here per operation.
+  const mock = config.mockUnimplemented ? mockModule().createMock(inlined) : undefined;
+  const handlerOf = operationHandlers(operations, { ...defaultHandlers, ...handlers } as never, ctx, mock);
   const deprecationOf = createDeprecation(operations, { now, calls: deprecatedCalls ?? createDeprecatedCallLog(storage, logger) });
   const accessLine = accessLog(logger);
   const body = bodyReader(config.bodyLimitBytes);
