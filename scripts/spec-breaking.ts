@@ -130,6 +130,7 @@ export interface Place {
   method: string;
   path: string;
   in?: 'parameter' | 'request' | 'response';
+  /** `query status` */
   parameter?: string;
   status?: string;
   field?: string[];
@@ -161,8 +162,8 @@ function placeOf(change: IChange | undefined, where: string): Place {
   const [method = '', path = ''] = where.split(' ');
   const place: Place = { method: (at?.method ?? method).toUpperCase(), path: at?.path ?? path };
   const request = at?.inRequest;
-  const parameter = request?.query ?? request?.header ?? request?.path ?? request?.cookie;
-  if (parameter !== undefined) Object.assign(place, { in: 'parameter', parameter });
+  const parameter = (['query', 'header', 'path', 'cookie'] as const).find((k) => request?.[k] !== undefined);
+  if (parameter) Object.assign(place, { in: 'parameter', parameter: `${parameter} ${String(request?.[parameter])}` });
   else if (request?.body !== undefined) place.in = 'request';
   else if (at?.inResponse) Object.assign(place, { in: 'response', status: at.inResponse.statusCode });
   if (at?.jsonSchemaTrail) place.field = fieldOf(at.jsonSchemaTrail);
@@ -385,7 +386,7 @@ function requestNarrowing(before: Document, after: Document): Found[] {
     for (const p of params(a)) {
       const q = inB.find((x) => x.name === p.name && x.in === p.in);
       const where = `${name} ${String(p.in)} parameter ${String(p.name)}`;
-      const at: Place = { ...op, in: 'parameter', parameter: String(p.name) };
+      const at: Place = { ...op, in: 'parameter', parameter: `${String(p.in)} ${String(p.name)}` };
       if (q) narrowed(p.schema, q.schema, where, at, out, new Set());
       // The service refuses an unknown query parameter: a client still sending this one gets a 400.
       else if (p.in === 'query')
