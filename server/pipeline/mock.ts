@@ -47,15 +47,12 @@ export function createMock(doc: OpenApiDocument): MockAnswers {
   return (id, method, path) => {
     const where = `${id} (${method.toUpperCase()} ${path})`;
     const responses = (doc.paths[path]?.[method]?.responses ?? {}) as Record<string, ResponseSpec>;
-    const statuses = Object.keys(responses);
-    const success = statuses.filter((s) => /^2(\d\d|XX)$/.test(s)).sort()[0];
+    // The statuses written out (this contract writes no `default` nor `2XX`).
+    const statuses = Object.keys(responses).filter((s) => /^[1-5]\d\d$/.test(s));
+    const success = statuses.filter((s) => s.startsWith('2')).sort()[0];
     if (!success) throw new StartupError(`MOCK_UNIMPLEMENTED: ${where} documents no 2xx response to answer with`);
 
-    const answersOf = new Map<string, Answers>();
-    for (const key of statuses) {
-      const status = key === 'default' ? 500 : Number(key.replace('XX', '00'));
-      answersOf.set(key, answers(where, key, status, responses[key] as ResponseSpec));
-    }
+    const answersOf = new Map(statuses.map((status) => [status, answers(where, Number(status), responses[status] as ResponseSpec)]));
     const documented = statuses.join(', ');
     const fallback = answersOf.get(success) as Answers;
 
@@ -65,15 +62,14 @@ export function createMock(doc: OpenApiDocument): MockAnswers {
       let chosen = fallback;
       if (prefer.code !== undefined) {
         const code = prefer.code;
-        const key = /^[1-5]\d\d$/.test(code) ? [code, `${code[0]}XX`, 'default'].find((k) => answersOf.has(k)) : undefined;
-        if (!key)
+        const found = answersOf.get(code);
+        if (!found)
           throw new ApiError(
             'not_implemented',
             `${id} is not implemented yet, and has no ${code} answer to mock (Prefer: code=${code}): it documents ${documented}`,
             501,
           );
-        chosen = answersOf.get(key) as Answers;
-        if (key !== code) chosen = { first: { ...chosen.first, status: Number(code) }, named: chosen.named };
+        chosen = found;
       }
       if (prefer.example === undefined) return chosen.first;
       const named = chosen.named.get(prefer.example);
@@ -86,7 +82,7 @@ export function createMock(doc: OpenApiDocument): MockAnswers {
           501,
         );
       }
-      return prefer.code === undefined || named.status === Number(prefer.code) ? named : { ...named, status: Number(prefer.code) };
+      return named;
     };
 
     return (req, res) => {
@@ -100,7 +96,7 @@ export function createMock(doc: OpenApiDocument): MockAnswers {
   };
 
   /** Every answer one response can give, each checked against its schema. */
-  function answers(where: string, key: string, status: number, response: ResponseSpec): Answers {
+  function answers(where: string, status: number, response: ResponseSpec): Answers {
     const header = Object.entries(response.headers ?? {}).find(([name]) => name.toLowerCase() === 'location')?.[1];
     const given = header?.example ?? header?.schema?.example;
     const location = header ? (typeof given === 'string' ? given : true) : undefined;
@@ -108,7 +104,7 @@ export function createMock(doc: OpenApiDocument): MockAnswers {
     const media = content['application/json'];
     if (!media) {
       if (Object.keys(content).length > 0)
-        throw new StartupError(`MOCK_UNIMPLEMENTED: ${where} ${key}: only application/json answers are mocked`);
+        throw new StartupError(`MOCK_UNIMPLEMENTED: ${where} ${status}: only application/json answers are mocked`);
       return { first: { status, source: 'empty', location }, named: new Map() };
     }
     const schema = media.schema ?? {};
@@ -116,7 +112,7 @@ export function createMock(doc: OpenApiDocument): MockAnswers {
     const fits = (answer: Answer): Answer => {
       if (!check(structuredClone(answer.body)))
         throw new StartupError(
-          `MOCK_UNIMPLEMENTED: ${where} ${key} (${answer.source}) does not fit its schema: ${describeErrors(check)}; give the response an example that fits`,
+          `MOCK_UNIMPLEMENTED: ${where} ${status} (${answer.source}) does not fit its schema: ${describeErrors(check)}; give the response an example that fits`,
         );
       return answer;
     };
