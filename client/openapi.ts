@@ -281,7 +281,7 @@ export interface paths {
          *     (neither revoked nor expired); past that, 409 `api_key_limit_reached`:
          *     revoke one first. An `expiresAt` that is not in the future is 400
          *     `validation_failed`. Each call checks the password, a deliberately
-         *     slow hash: an account's password is checked at most 10 times a minute
+         *     slow hash: an account's password is checked at most 30 times a minute
          *     by default, right or wrong (info, "Limits"); past that, 429
          *     `rate_limited` with `Retry-After` until the minute ends.
          */
@@ -911,7 +911,7 @@ export interface components {
                 "application/json": components["schemas"]["Error"];
             };
         };
-        /** @description `request_timeout`: the request's headers or body did not arrive in time. Answered by the HTTP server before routing (the first check of "Order of checks"), so any operation may get it; the connection is closed. No `RateLimit` or `Cache-Control` header: nothing past the framing ran. */
+        /** @description `request_timeout`: the request's headers or body did not arrive in time: by default its headers within 10 s of their first byte, and the whole request within 30 s. Answered by the HTTP server before routing (the first check of "Order of checks"), so any operation may get it; the connection is closed. No `RateLimit` or `Cache-Control` header: nothing past the framing ran. */
         RequestTimeout: {
             headers: {
                 "X-Request-Id": components["headers"]["XRequestId"];
@@ -1187,9 +1187,9 @@ export interface components {
         Allow: string;
         /** @description Seconds to wait before retrying (at most a day, the longest window an operator may configure). */
         RetryAfter: number;
-        /** @description The IETF RateLimit-Policy header, for example `"default";q=600;w=60`. */
+        /** @description The IETF RateLimit-Policy header: each limit the request counts against (`"address"`, `"account"`, `"signup"`), with its quota, window in seconds and partition key, for example `"address"; q=600; w=60; pk=:OWYxNzZiNDZlYTQ2:`. */
         RateLimitPolicy: string;
-        /** @description The IETF RateLimit header, for example `"default";r=0;t=42`. */
+        /** @description The IETF RateLimit header: what is left of each of those limits and the seconds until its window ends, for example `"address"; r=599; t=60`. */
         RateLimit: string;
     };
     pathItems: never;
