@@ -557,7 +557,7 @@ export interface components {
         NewAccount: {
             /**
              * Format: email
-             * @description Unique ignoring case. Narrower than what `format: email` allows, as `pattern` says: a dot-atom local part (letters, digits and ``!#$%&'*+/=?^_`{|}~-``, dots between them), `@`, and a domain name of at least two labels (letters, digits and inner hyphens). So no quoted local part (`"a b"@example.com`), no IP literal, no single-label domain (`a@localhost`, `0@com`), and no `:`, which HTTP Basic would read as the end of the email. Anything else is 400 `validation_failed`.
+             * @description Unique ignoring case. Narrower than what `format: email` allows, as `pattern` says: a dot-atom local part (letters, digits and ``!#$%&'*+/=?^_`{|}~-``, dots between them) of at most 64 characters, `@`, and a domain name of at least two labels (letters, digits and inner hyphens) of at most 63 characters each; 254 characters in all. Those are RFC 5321's bounds: a longer address can receive no mail. So no quoted local part (`"a b"@example.com`), no IP literal, no single-label domain (`a@localhost`, `0@com`), and no `:`, which HTTP Basic would read as the end of the email. Anything else is 400 `validation_failed`.
              */
             email: string;
             /** @description Stored only as a one-way hash (argon2id, in a string naming its parameters); a hash an earlier release made is replaced with a current one at the next successful `POST /api-keys`. */
