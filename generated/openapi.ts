@@ -457,12 +457,12 @@ export interface components {
         NewCategory: {
             /**
              * @description Category name, unique ignoring case.
-             * @example Dogs
+             * @example Parrots
              */
             name: string;
             /**
              * @description Short description of the category.
-             * @example Loyal companions
+             * @example Talkative and long-lived
              */
             description?: string;
         };
@@ -1154,8 +1154,8 @@ export interface components {
             content: {
                 /**
                  * @example {
-                 *       "name": "Dogs",
-                 *       "description": "Loyal companions"
+                 *       "name": "Parrots",
+                 *       "description": "Talkative and long-lived"
                  *     }
                  */
                 "application/json": components["schemas"]["NewCategory"];
@@ -2032,7 +2032,7 @@ export interface operations {
                 /**
                  * @example {
                  *       "name": "laptop",
-                 *       "expiresAt": "2027-01-01T00:00:00Z"
+                 *       "expiresAt": "2099-01-01T00:00:00Z"
                  *     }
                  */
                 "application/json": components["schemas"]["NewApiKey"];
