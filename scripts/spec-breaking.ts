@@ -19,7 +19,8 @@
 // names (one schema's `required` list, or one property's `pattern`, from `was` to `now`)
 // is accepted, and only by the change that adds the entry (an entry the file already held
 // at <ref> accepts nothing). A pattern entry writes down a rule the service already
-// applied, so no request it accepted before is refused.
+// applied, or refuses only what could never work (an address no mail can reach), so no
+// request a client could rely on is refused.
 import { execFileSync } from 'node:child_process';
 import { existsSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
