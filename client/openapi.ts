@@ -281,7 +281,7 @@ export interface paths {
          *     (neither revoked nor expired); past that, 409 `api_key_limit_reached`:
          *     revoke one first. An `expiresAt` that is not in the future is 400
          *     `validation_failed`. Each call checks the password, a deliberately
-         *     slow hash: an account's password is checked at most 10 times a minute
+         *     slow hash: an account's password is checked at most 30 times a minute
          *     by default, right or wrong (info, "Limits"); past that, 429
          *     `rate_limited` with `Retry-After` until the minute ends.
          */
@@ -457,12 +457,12 @@ export interface components {
         NewCategory: {
             /**
              * @description Category name, unique ignoring case.
-             * @example Dogs
+             * @example Parrots
              */
             name: string;
             /**
              * @description Short description of the category.
-             * @example Loyal companions
+             * @example Talkative and long-lived
              */
             description?: string;
         };
@@ -557,7 +557,7 @@ export interface components {
         NewAccount: {
             /**
              * Format: email
-             * @description Unique ignoring case. Narrower than what `format: email` allows, as `pattern` says: a dot-atom local part (letters, digits and ``!#$%&'*+/=?^_`{|}~-``, dots between them), `@`, and a domain name of at least two labels (letters, digits and inner hyphens). So no quoted local part (`"a b"@example.com`), no IP literal, no single-label domain (`a@localhost`, `0@com`), and no `:`, which HTTP Basic would read as the end of the email. Anything else is 400 `validation_failed`.
+             * @description Unique ignoring case. Narrower than what `format: email` allows, as `pattern` says: a dot-atom local part (letters, digits and ``!#$%&'*+/=?^_`{|}~-``, dots between them) of at most 64 characters, `@`, and a domain name of at least two labels (letters, digits and inner hyphens) of at most 63 characters each; 254 characters in all. Those are RFC 5321's bounds: a longer address can receive no mail. So no quoted local part (`"a b"@example.com`), no IP literal, no single-label domain (`a@localhost`, `0@com`), and no `:`, which HTTP Basic would read as the end of the email. Anything else is 400 `validation_failed`.
              */
             email: string;
             /** @description Stored only as a one-way hash (argon2id, in a string naming its parameters); a hash an earlier release made is replaced with a current one at the next successful `POST /api-keys`. */
@@ -685,7 +685,8 @@ export interface components {
              *       the open connections one client address may hold.
              *     - `message_queue_full` 429: the account has its most messages not yet delivered.
              *     - `internal_error` 500: a failure on the service's side.
-             *     - `not_implemented` 501: the operation is in the contract but not served yet.
+             *     - `not_implemented` 501: the operation is in the contract but not served yet, or
+             *       (mock answers) the request prefers an answer the operation does not document.
              *     - `unavailable` 503: the database does not answer; retry after `Retry-After`.
              *     - `storage_unavailable` 503: a write could not be made durable (full disk, I/O
              *       error) and was not stored; retry after `Retry-After`.
@@ -911,7 +912,7 @@ export interface components {
                 "application/json": components["schemas"]["Error"];
             };
         };
-        /** @description `request_timeout`: the request's headers or body did not arrive in time. Answered by the HTTP server before routing (the first check of "Order of checks"), so any operation may get it; the connection is closed. No `RateLimit` or `Cache-Control` header: nothing past the framing ran. */
+        /** @description `request_timeout`: the request's headers or body did not arrive in time: by default its headers within 10 s of their first byte, and the whole request within 30 s. Answered by the HTTP server before routing (the first check of "Order of checks"), so any operation may get it; the connection is closed. No `RateLimit` or `Cache-Control` header: nothing past the framing ran. */
         RequestTimeout: {
             headers: {
                 "X-Request-Id": components["headers"]["XRequestId"];
@@ -1154,8 +1155,8 @@ export interface components {
             content: {
                 /**
                  * @example {
-                 *       "name": "Dogs",
-                 *       "description": "Loyal companions"
+                 *       "name": "Parrots",
+                 *       "description": "Talkative and long-lived"
                  *     }
                  */
                 "application/json": components["schemas"]["NewCategory"];
@@ -1187,9 +1188,9 @@ export interface components {
         Allow: string;
         /** @description Seconds to wait before retrying (at most a day, the longest window an operator may configure). */
         RetryAfter: number;
-        /** @description The IETF RateLimit-Policy header, for example `"default";q=600;w=60`. */
+        /** @description The IETF RateLimit-Policy header: each limit the request counts against (`"address"`, `"account"`, `"signup"`), with its quota, window in seconds and partition key, for example `"address"; q=600; w=60; pk=:OWYxNzZiNDZlYTQ2:`. */
         RateLimitPolicy: string;
-        /** @description The IETF RateLimit header, for example `"default";r=0;t=42`. */
+        /** @description The IETF RateLimit header: what is left of each of those limits and the seconds until its window ends, for example `"address"; r=599; t=60`. */
         RateLimit: string;
     };
     pathItems: never;
@@ -2032,7 +2033,7 @@ export interface operations {
                 /**
                  * @example {
                  *       "name": "laptop",
-                 *       "expiresAt": "2027-01-01T00:00:00Z"
+                 *       "expiresAt": "2099-01-01T00:00:00Z"
                  *     }
                  */
                 "application/json": components["schemas"]["NewApiKey"];

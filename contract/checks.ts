@@ -9,7 +9,8 @@ import { documented, type Contract, type Operation, type Schema } from './spec';
 
 /** What the suite meant by a request, beyond "answer as documented". */
 export type Expectation =
-  | { kind: 'valid' }
+  /** Input the contract allows; `refused`: a status that would mean its input was refused (400). */
+  | { kind: 'valid'; refused?: number }
   /** Input that breaks the contract: never 2xx. */
   | { kind: 'invalid' }
   /** Exactly this status (401 for a malformed Authorization, 413 for a big body, ...). */
@@ -121,6 +122,7 @@ export function check(exchange: Omit<Exchange, 'failures'>, contract: Contract, 
       if (status === expect.status) failures.push(`expected anything but ${expect.status} for ${exchange.label}`);
       break;
     case 'valid':
+      if (status === expect.refused) failures.push(`input the contract allows (${exchange.label}) was refused with ${status}`);
       break;
   }
 

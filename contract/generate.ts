@@ -3,6 +3,7 @@
 // past each bound, an unknown property, an integer past 2^53-1). Every draw goes through
 // one seeded source, so a run is reproduced by its seed.
 import fc from 'fast-check';
+import { emailBounds } from './schema';
 import type { Schema } from './spec';
 
 /** Seeded draws: each call takes the next seed of a small PRNG (mulberry32). */
@@ -123,6 +124,50 @@ export function arbitrary(schema: unknown, deref: Deref, override?: Override, as
   }
 }
 
+/**
+ * The lengths of an email's local part and labels at RFC 5321's bounds: a local part of 64
+ * characters and labels of 63, 254 characters in all (64 @ 63 . 63 . 61).
+ */
+const emailAtBounds = (() => {
+  const { localPart, label, address } = emailBounds;
+  const labels: number[] = [];
+  for (let left = address - localPart - 1; left > 0; left -= label + 1) labels.push(Math.min(label, left));
+  return [localPart, ...labels];
+})();
+
+/** An address of these lengths (local part, then labels), its local part written with `chars` first. */
+const emailOf = ([local = 1, ...labels]: number[], chars = '') =>
+  `${(chars + 'a'.repeat(local)).slice(0, local)}@${labels.map((n) => 'b'.repeat(n)).join('.')}`;
+
+/**
+ * One past each of RFC 5321's bounds on an email, the rest of the address within them. The
+ * local part is written with the characters of `valid`'s: each request has an address of
+ * its own, so that a service taking one takes the next alike (a shrinking step) rather than
+ * answering 409 for an address it already holds.
+ */
+function emailsPastBounds(valid: unknown): Broken[] {
+  const { localPart, label, address } = emailBounds;
+  const own = typeof valid === 'string' ? (valid.split('@')[0] ?? '').replace(/[^A-Za-z0-9]/g, '') : '';
+  const longer = [...emailAtBounds];
+  longer[longer.length - 1]! += 1;
+  return [
+    {
+      label: `with a local part of ${localPart + 1} characters (RFC 5321: at most ${localPart})`,
+      value: emailOf([localPart + 1, 10, 3], own),
+    },
+    { label: `with a domain label of ${label + 1} characters (RFC 5321: at most ${label})`, value: emailOf([10, label + 1, 3], own) },
+    { label: `of ${address + 1} characters, each part within its bound (RFC 5321: at most ${address})`, value: emailOf(longer, own) },
+  ];
+}
+
+/** Whether a string schema's own bounds and pattern allow a value. */
+function allows(s: Schema, value: string): boolean {
+  const length = [...value].length;
+  if (typeof s.minLength === 'number' && length < s.minLength) return false;
+  if (typeof s.maxLength === 'number' && length > s.maxLength) return false;
+  return typeof s.pattern !== 'string' || new RegExp(s.pattern, 'u').test(value);
+}
+
 function strings(s: Schema, ascii: boolean): fc.Arbitrary<string> {
   const minLength = typeof s.minLength === 'number' ? s.minLength : 0;
   const maxLength = Math.max(minLength, Math.min(typeof s.maxLength === 'number' ? s.maxLength : 200, 500));
@@ -136,12 +181,24 @@ function strings(s: Schema, ascii: boolean): fc.Arbitrary<string> {
       return fc
         .date({ min: new Date('2000-01-01T00:00:00Z'), max: new Date('2099-12-31T00:00:00Z'), noInvalidDate: true })
         .map((d) => d.toISOString().slice(0, 10));
-    case 'email':
-      // Plain addresses: every email validator agrees on these, so a refusal is the server's.
+    case 'email': {
+      // An address at every bound of RFC 5321 at once where the schema allows one, so that
+      // a service refusing what it may not is caught; else plain addresses. Letters and
+      // digits only: every email validator agrees on these, so a refusal is the server's.
+      const [local = 1, ...labels] = emailAtBounds;
+      if (allows(s, emailOf(emailAtBounds))) {
+        return fc
+          .tuple(
+            fc.stringMatching(new RegExp(`^[a-z][a-z0-9]{${local - 1}}$`)),
+            ...labels.map((n) => fc.stringMatching(new RegExp(`^[a-z]{${n}}$`))),
+          )
+          .map(([first, ...rest]) => `${first}@${rest.join('.')}`);
+      }
       return fc
         .tuple(fc.stringMatching(/^[a-z][a-z0-9]{5,20}$/), fc.constantFrom('example.com', 'example.org', 'mail.example.net'))
-        .map(([local, domain]) => `${local}@${domain}`)
+        .map(([name, domain]) => `${name}@${domain}`)
         .filter(fits);
+    }
     case 'uuid':
       return fc.uuid();
     case 'uri':
@@ -175,8 +232,8 @@ export interface Broken {
   raw?: string;
 }
 
-/** Values that break one (flattened) scalar or array schema. */
-export function brokenValues(s: Schema, deref: Deref): Broken[] {
+/** Values that break one (flattened) scalar or array schema; `valid`, a value it takes, when there is one. */
+export function brokenValues(s: Schema, deref: Deref, valid?: unknown): Broken[] {
   const out: Broken[] = [];
   const type = typeOf(s);
   const wrong: Record<string, unknown[]> = {
@@ -219,7 +276,7 @@ export function brokenValues(s: Schema, deref: Deref): Broken[] {
     }
     if (s.format === 'date-time') out.push({ label: 'not a date-time', value: '2026-13-45T25:61:00Z' });
     if (s.format === 'date') out.push({ label: 'not a date', value: '2026-13-45' });
-    if (s.format === 'email') out.push({ label: 'not an email', value: 'not-an-email' });
+    if (s.format === 'email') out.push({ label: 'not an email', value: 'not-an-email' }, ...emailsPastBounds(valid));
     if (s.format === 'uuid') out.push({ label: 'not a uuid', value: 'not-a-uuid' });
   }
   if (type === 'array') {
@@ -259,7 +316,7 @@ export function brokenBodies(schema: unknown, valid: unknown, deref: Deref, limi
     for (const [name, propertySchema] of Object.entries(properties)) {
       const p = flatten(propertySchema, deref);
       if (p.readOnly === true) continue;
-      for (const broken of brokenValues(p, deref)) {
+      for (const broken of brokenValues(p, deref, body[name])) {
         out.push({
           label: `field "${name}" ${broken.label}`,
           text: broken.raw !== undefined ? withRaw(body, name, broken.raw) : JSON.stringify({ ...body, [name]: broken.value }),

@@ -139,7 +139,7 @@ export class RateLimits {
   }
 }
 
-/** `info.x-limits` of the spec: defaults the service states for what no header carries. */
+/** What the suite reads of the spec's `info.x-limits` (the defaults of every limit it states): those no header carries. */
 export interface StatedLimits {
   bodyBytes?: number;
   failedLoginsPerAccount?: number;

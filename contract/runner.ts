@@ -76,7 +76,9 @@ async function setUp(run: Run): Promise<void> {
     const body = run.source.draw(arbitrary(signUp.body.schema, run.contract.deref)) as Record<string, unknown>;
     const request = run.build(signUp, { pathParams: {}, query: [], headers: [], body }, {});
     run.firstRequests.set(signUp.id, request);
-    const ex = await run.send(signUp, "sign-up of the suite's own account", { kind: 'valid' }, request);
+    // A body the schema allows (its email at RFC 5321's bounds where the schema allows
+    // that, generate.ts): whatever else may refuse it, its input may not.
+    const ex = await run.send(signUp, "sign-up of the suite's own account", { kind: 'valid', refused: 400 }, request);
     const fields = run.fields(signUp.body.schema);
     const email = fields.find(([, s]) => s.format === 'email')?.[0];
     const pass = fields.find(([n]) => /pass/i.test(n))?.[0];

@@ -3,6 +3,29 @@
 // what every format means.
 import Ajv, { type Options } from 'ajv';
 import addFormats from 'ajv-formats';
+import { fullFormats } from 'ajv-formats/dist/formats';
+
+/**
+ * RFC 5321's bounds on an email address, in octets (characters, for the ASCII addresses
+ * the format takes): a longer one can receive no mail.
+ */
+export const emailBounds = { localPart: 64, label: 63, address: 254 } as const;
+
+const dotAtomEmail = fullFormats.email as RegExp;
+
+/** `format: email`: ajv-formats' full rule (a dot-atom local part, a domain name), within RFC 5321's bounds. */
+function isEmail(value: string): boolean {
+  const at = value.lastIndexOf('@');
+  return (
+    dotAtomEmail.test(value) &&
+    value.length <= emailBounds.address &&
+    at <= emailBounds.localPart &&
+    value
+      .slice(at + 1)
+      .split('.')
+      .every((label) => label.length <= emailBounds.label)
+  );
+}
 
 /** OpenAPI 3.0 schemas in ajv's JSON Schema: `nullable` becomes a `null` type (and enum member). */
 export function toJsonSchema(node: unknown): unknown {
@@ -19,11 +42,13 @@ export function toJsonSchema(node: unknown): unknown {
 
 /**
  * An ajv with JSON Schema's formats and OpenAPI's own. int64 is an integer a JSON number
- * holds exactly (openapi.yaml refuses the others), int32 one in the 32-bit range.
+ * holds exactly (openapi.yaml refuses the others), int32 one in the 32-bit range; an
+ * email is within RFC 5321's bounds.
  */
 export function createAjv(options: Pick<Options, 'allErrors' | 'coerceTypes'> = {}): Ajv {
   const ajv = new Ajv({ strict: false, validateFormats: true, ...options });
   addFormats(ajv, { mode: 'full' });
+  ajv.addFormat('email', isEmail);
   ajv.addFormat('int32', { type: 'number', validate: (n: number) => Number.isInteger(n) && n >= -(2 ** 31) && n <= 2 ** 31 - 1 });
   ajv.addFormat('int64', { type: 'number', validate: (n: number) => Number.isSafeInteger(n) });
   ajv.addFormat('float', { type: 'number', validate: () => true });

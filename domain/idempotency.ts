@@ -5,8 +5,8 @@ import { createHash } from 'node:crypto';
 import { DomainError, type Outcome } from './errors';
 import type { Queries } from './storage';
 
-/** How long a key is remembered (openapi.yaml: 24 hours). */
-const idempotencyRetentionMs = 24 * 60 * 60 * 1000;
+/** How long a key is remembered (openapi.yaml, info: x-limits.idempotencyKeySeconds). */
+export const idempotencyRetentionMs = 24 * 60 * 60 * 1000;
 
 /** JSON with object keys sorted at every level, so equal bodies hash equally. */
 function canonicalJson(value: unknown): string {

@@ -62,7 +62,7 @@ export type HandlerTable = { [K in OperationId]: Handler<K> };
 
 const notImplementedMarker = Symbol('notImplemented');
 
-/** Routed but not served yet: answers 501 in the Error shape. */
+/** Routed but not served yet: answers 501 in the Error shape (with MOCK_UNIMPLEMENTED, server/pipeline/mock.ts answers in its place). */
 export function notImplemented<K extends OperationId>(id: K): Handler<K> {
   const handler: Handler<K> = () => {
     throw new ApiError('not_implemented', `${id} is in the contract but not implemented yet`, 501);

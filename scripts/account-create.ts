@@ -9,6 +9,8 @@ import { parseArgs } from 'node:util';
 import { prepareStorage } from '../db/open';
 import { createStore } from '../domain/store';
 import { loadConfig } from '../server/config';
+import { describeErrors, schemaChecks } from '../server/pipeline/schemas';
+import { dereferenced, loadSpec } from '../server/spec';
 import { registerAccount } from '../handlers/accounts';
 import { createPasswordHashing } from '../server/security/passwords';
 
@@ -66,8 +68,12 @@ async function main(): Promise<void> {
     process.exit(2);
   }
   const password = values.password ?? (process.stdin.isTTY ? await promptHidden('Password: ') : await firstLineOfStdin());
-  if (password.length < 8) {
-    console.error(usage);
+  // The rule sign-up applies (openapi.yaml, NewAccount): an address RFC 5321 can deliver to, a password of 8 to 200 characters.
+  const spec = dereferenced(loadSpec());
+  const newAccount = (spec.components as { schemas: Record<string, object> }).schemas.NewAccount!;
+  const check = schemaChecks(spec).request(newAccount);
+  if (!check({ email: values.email, password })) {
+    console.error(`Not an account sign-up would accept (openapi.yaml, NewAccount): ${describeErrors(check)}\n${usage}`);
     process.exit(2);
   }
   const config = loadConfig();

@@ -1,10 +1,11 @@
 // Regenerates generated/ from openapi.yaml (the openapi-typescript types, the operation
 // table the server routes from, and the document as JSON, which the server serves, once
-// scripts/spec-check.ts has found it valid OpenAPI), and client/openapi.ts (the client's
-// types), and writes a 501 stub into handlers/<tag>.ts for every operation that has no
-// handler yet, so a spec edited first gives a server that starts. Existing handler code is never rewritten: stubs are added before the
-// closing brace of the tag's handler object, and a new tag gets a new module that is
-// registered in handlers/index.ts.
+// scripts/spec-check.ts has found it valid OpenAPI and every example fitting its schema),
+// and client/openapi.ts (the client's types), and writes a 501 stub into handlers/<tag>.ts
+// for every operation that has no handler yet, so a spec edited first gives a server that
+// starts. Existing handler code is never rewritten: stubs are added before the closing
+// brace of the tag's handler object, and a new tag gets a new module that is registered in
+// handlers/index.ts.
 //
 // `--check` (CI) writes nothing and exits 1 when generated/ is stale, when an operation
 // has no handler, when a stub is left, or when a handler's operation left the spec.
@@ -15,7 +16,7 @@ import openapiTS, { astToString } from 'openapi-typescript';
 import ts from 'typescript';
 import { parse } from 'yaml';
 import { operationsOf, type OperationEntry } from '../server/spec';
-import { checkSpec } from './spec-check';
+import { checkExamples, checkSpec } from './spec-check';
 
 const root = resolve(__dirname, '..');
 const specPath = join(root, 'openapi.yaml');
@@ -193,6 +194,7 @@ async function main(): Promise<void> {
   const source = readFileSync(specPath, 'utf8');
   const spec = parse(source) as Parameters<typeof operationsOf>[0];
   checkSpec(spec);
+  checkExamples(spec);
   const json = JSON.stringify(spec, null, 2) + '\n';
   // The server reads the JSON: a value it cannot hold (a YAML date) would change on the way.
   if (!isDeepStrictEqual(JSON.parse(json), spec)) throw new Error('openapi.yaml holds a value JSON cannot (a date?): quote it');

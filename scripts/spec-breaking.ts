@@ -7,15 +7,20 @@
 // on both documents dereferenced by @apidevtools/json-schema-ref-parser. Optic does not
 // treat a format replaced by another (int64 -> int32) as a break; that check is ours,
 // read from Optic's own changelog of the two documents. Nor does it see what a request
-// may carry narrowed behind allOf/oneOf/anyOf (an enum value removed from a shared enum)
-// or by a bound (maxLength, maximum, ...): requestNarrowing walks the request schemas.
+// may carry narrowed behind allOf/oneOf/anyOf (an enum value removed from a shared enum),
+// by a bound (maxLength, maximum, ...), or by a request field or query parameter removed
+// where the service refuses unknown ones: requestNarrowing walks the requests.
+//
+// `npm run spec:changelog` (scripts/spec-changelog.ts) marks its entries breaking with the
+// same findings (breakingFindings), read the same way from git (readComparison).
 //
 // A break that restores the interface we were given is not a break to refuse: each such
 // correction is an entry of docs/interface-corrections.yaml, and only the exact change it
 // names (one schema's `required` list, or one property's `pattern`, from `was` to `now`)
 // is accepted, and only by the change that adds the entry (an entry the file already held
 // at <ref> accepts nothing). A pattern entry writes down a rule the service already
-// applied, so no request it accepted before is refused.
+// applied, or refuses only what could never work (an address no mail can reach), so no
+// request a client could rely on is refused.
 import { execFileSync } from 'node:child_process';
 import { existsSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
@@ -118,6 +123,54 @@ const formatOf = (value: unknown): string | undefined => {
   return v?.flatSchema?.format ?? v?.schema?.format;
 };
 
+/**
+ * Where a break is, for the changelog to put it under its entry: the operation, the part of
+ * it (a parameter, the request body, a response), and the field's property names.
+ */
+export interface Place {
+  method: string;
+  path: string;
+  in?: 'parameter' | 'request' | 'response';
+  /** `query status` */
+  parameter?: string;
+  status?: string;
+  field?: string[];
+}
+
+/** One break (or note): the line spec:breaking prints, and its place. */
+export interface Finding {
+  line: string;
+  at: Place;
+}
+
+/** The property names of a JSON Schema trail: ['items', 'tags', 'allOf', '0'] -> ['tags']. */
+const fieldOf = (trail: readonly unknown[]): string[] =>
+  trail
+    .map(String)
+    .filter((k) => !['items', 'allOf', 'oneOf', 'anyOf', 'properties', 'additionalProperties'].includes(k) && !/^\d+$/.test(k));
+
+/** The place Optic records for a change; the operation alone when it records none. */
+function placeOf(change: IChange | undefined, where: string): Place {
+  const at = change?.location?.conceptualLocation as
+    | {
+        method?: string;
+        path?: string;
+        inRequest?: { query?: string; header?: string; path?: string; cookie?: string; body?: unknown };
+        inResponse?: { statusCode?: string };
+        jsonSchemaTrail?: string[];
+      }
+    | undefined;
+  const [method = '', path = ''] = where.split(' ');
+  const place: Place = { method: (at?.method ?? method).toUpperCase(), path: at?.path ?? path };
+  const request = at?.inRequest;
+  const parameter = (['query', 'header', 'path', 'cookie'] as const).find((k) => request?.[k] !== undefined);
+  if (parameter) Object.assign(place, { in: 'parameter', parameter: `${parameter} ${String(request?.[parameter])}` });
+  else if (request?.body !== undefined) place.in = 'request';
+  else if (at?.inResponse) Object.assign(place, { in: 'response', status: at.inResponse.statusCode });
+  if (at?.jsonSchemaTrail) place.field = fieldOf(at.jsonSchemaTrail);
+  return place;
+}
+
 /** Where a change sits: `GET /pets query ids`, `POST /pets 201 application/json categoryId`. */
 function whereOf(change: IChange): string {
   const [, path, method, ...rest] = change.location.conceptualPath;
@@ -140,20 +193,33 @@ export async function breakingChanges(
   after: Document,
   corrections: readonly Correction[] = [],
 ): Promise<{ breaks: string[]; notes: string[]; accepted: string[] }> {
+  const found = await breakingFindings(before, after, corrections);
+  const lines = (list: Finding[]) => list.map((f) => f.line);
+  return { breaks: lines(found.breaks), notes: lines(found.notes), accepted: lines(found.accepted) };
+}
+
+/** breakingChanges with each line's place: what spec:breaking and spec:changelog both read. */
+export async function breakingFindings(
+  before: Document,
+  after: Document,
+  corrections: readonly Correction[] = [],
+): Promise<{ breaks: Finding[]; notes: Finding[]; accepted: Finding[] }> {
   const { base, applied } = corrected(before, after, corrections);
   if (applied.length === 0) return { ...(await compare(before, after)), accepted: [] };
   const [plain, fixed] = await Promise.all([compare(before, after), compare(base, after)]);
-  const gone = plain.breaks.filter((line) => !fixed.breaks.includes(line));
-  const accepts = (line: string) =>
+  const gone = plain.breaks.filter((f) => !fixed.breaks.some((g) => g.line === f.line));
+  const accepts = ({ line }: Finding) =>
     applied.some((c) =>
       'required' in c
         ? line.includes(c.rule) && c.required.was.some((name) => !c.required.now.includes(name) && line.includes(`'${name}'`))
         : line.includes(` ${c.property}: ${c.rule}`),
     );
-  return { breaks: [...fixed.breaks, ...gone.filter((line) => !accepts(line))], notes: fixed.notes, accepted: gone.filter(accepts) };
+  return { breaks: [...fixed.breaks, ...gone.filter((f) => !accepts(f))], notes: fixed.notes, accepted: gone.filter(accepts) };
 }
 
-async function compare(before: Document, after: Document): Promise<{ breaks: string[]; notes: string[] }> {
+type Found = { where: string; what: string; at: Place };
+
+async function compare(before: Document, after: Document): Promise<{ breaks: Finding[]; notes: Finding[] }> {
   const [from, to] = await Promise.all([
     $RefParser.dereference<Document>(structuredClone(before) as never),
     $RefParser.dereference<Document>(structuredClone(after) as never),
@@ -170,12 +236,14 @@ async function compare(before: Document, after: Document): Promise<{ breaks: str
     nextJsonLike: to as never,
   });
 
-  const found: Array<{ where: string; what: string }> = [];
+  const found: Found[] = [];
   for (const result of results) {
     if (result.passed || result.exempted) continue;
+    const where = result.where ?? '';
     found.push({
-      where: result.where ?? '',
+      where,
       what: (result.error ?? result.name ?? 'breaking change').replace(/ This is a breaking change\.?$/, ''),
+      at: placeOf((result as { change?: IChange }).change, where),
     });
   }
   for (const change of changelog) {
@@ -184,8 +252,10 @@ async function compare(before: Document, after: Document): Promise<{ breaks: str
     const now = formatOf(change.changed.after);
     // Adding a format to a bounded integer (`minimum`/`maximum` inside int32) refuses
     // nothing it accepted, so only a format replaced by another counts.
-    if (was !== undefined && now !== undefined && was !== now)
-      found.push({ where: whereOf(change), what: `format changed from ${was ?? 'none'} to ${now ?? 'none'}` });
+    if (was !== undefined && now !== undefined && was !== now) {
+      const where = whereOf(change);
+      found.push({ where, what: `format changed from ${was ?? 'none'} to ${now ?? 'none'}`, at: placeOf(change, where) });
+    }
   }
   // What a request may carry, narrowed where Optic does not look: an enum value removed
   // behind allOf / oneOf / anyOf (a shared enum under a description, say), and bounds.
@@ -202,9 +272,14 @@ async function compare(before: Document, after: Document): Promise<{ breaks: str
   // A removed operation or status takes its fields with it: name only the removal.
   const removals = found.filter((f) => /cannot remove an operation|must not remove response status code/.test(f.what)).map((f) => f.where);
   const named = found.filter((f) => !removals.some((where) => f.where !== where && f.where.startsWith(`${where} `)));
-  const lines = [...new Set(named.map((f) => `${f.where}: ${f.what}`))];
-  const added = (line: string) => /cannot add enum options? /.test(line);
-  return { breaks: lines.filter((line) => !added(line)), notes: lines.filter(added) };
+  const lines = new Map<string, Finding>();
+  for (const f of named) {
+    const line = `${f.where}: ${f.what}`;
+    if (!lines.has(line)) lines.set(line, { line, at: f.at });
+  }
+  const added = (f: Finding) => /cannot add enum options? /.test(f.line);
+  const all = [...lines.values()];
+  return { breaks: all.filter((f) => !added(f)), notes: all.filter(added) };
 }
 
 type Json = Record<string, unknown>;
@@ -239,53 +314,63 @@ function merged(schema: unknown): Json {
 const show = (v: unknown) => (typeof v === 'string' ? v : JSON.stringify(v));
 
 /** Where `after` accepts less than `before` in one request schema, one change each. */
-function narrowed(before: unknown, after: unknown, where: string, out: Array<{ where: string; what: string }>, seen: Set<unknown>): void {
+function narrowed(before: unknown, after: unknown, where: string, at: Place, out: Found[], seen: Set<unknown>): void {
   if (!before || !after || typeof before !== 'object' || typeof after !== 'object' || seen.has(before)) return;
   seen.add(before);
+  const push = (what: string) => out.push({ where, what, at });
   const a = merged(before);
   const b = merged(after);
   const num = (s: Json, k: string) => (typeof s[k] === 'number' ? s[k] : undefined);
   if (Array.isArray(b.enum)) {
     if (Array.isArray(a.enum)) {
       for (const value of a.enum) {
-        if (!b.enum.some((x) => JSON.stringify(x) === JSON.stringify(value)))
-          out.push({ where, what: `cannot remove enum option '${show(value)}'` });
+        if (!b.enum.some((x) => JSON.stringify(x) === JSON.stringify(value))) push(`cannot remove enum option '${show(value)}'`);
       }
-    } else out.push({ where, what: `cannot restrict to the enum ${JSON.stringify(b.enum)}` });
+    } else push(`cannot restrict to the enum ${JSON.stringify(b.enum)}`);
   }
   for (const k of ['maxLength', 'maximum', 'maxItems', 'maxProperties']) {
     const was = num(a, k);
     const now = num(b, k);
-    if (now !== undefined && (was === undefined || now < was))
-      out.push({ where, what: `cannot narrow ${k} from ${was ?? 'none'} to ${now}` });
+    if (now !== undefined && (was === undefined || now < was)) push(`cannot narrow ${k} from ${was ?? 'none'} to ${now}`);
   }
   for (const k of ['minLength', 'minimum', 'minItems', 'minProperties']) {
     const was = num(a, k);
     const now = num(b, k);
-    if (now !== undefined && (was === undefined || now > was))
-      out.push({ where, what: `cannot narrow ${k} from ${was ?? 'none'} to ${now}` });
+    if (now !== undefined && (was === undefined || now > was)) push(`cannot narrow ${k} from ${was ?? 'none'} to ${now}`);
   }
   for (const [k, bound] of [
     ['exclusiveMaximum', 'maximum'],
     ['exclusiveMinimum', 'minimum'],
   ] as const) {
     if (b[k] === true && a[k] !== true && num(a, bound) === num(b, bound) && num(b, bound) !== undefined)
-      out.push({ where, what: `cannot make ${bound} ${num(b, bound)} exclusive` });
+      push(`cannot make ${bound} ${num(b, bound)} exclusive`);
   }
   if (typeof b.pattern === 'string' && b.pattern !== a.pattern)
-    out.push({ where, what: `cannot change pattern from ${show(a.pattern ?? 'none')} to ${b.pattern}` });
+    push(`cannot change pattern from ${show(a.pattern ?? 'none')} to ${b.pattern}`);
   const props = (s: Json) => (s.properties ?? {}) as Json;
-  for (const [name, schema] of Object.entries(props(a))) narrowed(schema, props(b)[name], `${where} ${name}`, out, seen);
-  if (a.items && b.items) narrowed(a.items, b.items, `${where}[]`, out, seen);
+  const field = at.field ?? [];
+  for (const [name, schema] of Object.entries(props(a))) {
+    // The service refuses an unknown property: a client still sending this one gets a 400.
+    if (!(name in props(b)) && b.additionalProperties === false) {
+      out.push({
+        where: `${where} ${name}`,
+        what: `cannot remove request property '${name}' (unknown properties are refused)`,
+        at: { ...at, field: [...field, name] },
+      });
+      continue;
+    }
+    narrowed(schema, props(b)[name], `${where} ${name}`, { ...at, field: [...field, name] }, out, seen);
+  }
+  if (a.items && b.items) narrowed(a.items, b.items, `${where}[]`, at, out, seen);
   for (const k of ['oneOf', 'anyOf']) {
     const [x, y] = [a[k], b[k]];
-    if (Array.isArray(x) && Array.isArray(y)) x.forEach((part, i) => narrowed(part, y[i], `${where} ${k}[${i}]`, out, seen));
+    if (Array.isArray(x) && Array.isArray(y)) x.forEach((part, i) => narrowed(part, y[i], `${where} ${k}[${i}]`, at, out, seen));
   }
 }
 
 /** Request parameters and bodies of each operation both documents have, compared with `narrowed`. */
-function requestNarrowing(before: Document, after: Document): Array<{ where: string; what: string }> {
-  const out: Array<{ where: string; what: string }> = [];
+function requestNarrowing(before: Document, after: Document): Found[] {
+  const out: Found[] = [];
   const inAfter = new Map([...operationsIn(after)].map((b) => [`${b.method} ${b.path}`, b]));
   const params = ({ item, operation }: SpecOperation) => [
     ...((item.parameters ?? []) as Json[]),
@@ -297,29 +382,48 @@ function requestNarrowing(before: Document, after: Document): Array<{ where: str
     const b = inAfter.get(`${a.method} ${a.path}`);
     if (!b) continue;
     const name = `${a.method.toUpperCase()} ${a.path}`;
+    const op = { method: a.method.toUpperCase(), path: a.path };
     const inB = params(b);
     for (const p of params(a)) {
       const q = inB.find((x) => x.name === p.name && x.in === p.in);
-      if (q) narrowed(p.schema, q.schema, `${name} ${String(p.in)} parameter ${String(p.name)}`, out, new Set());
+      const where = `${name} ${String(p.in)} parameter ${String(p.name)}`;
+      const at: Place = { ...op, in: 'parameter', parameter: `${String(p.in)} ${String(p.name)}` };
+      if (q) narrowed(p.schema, q.schema, where, at, out, new Set());
+      // The service refuses an unknown query parameter: a client still sending this one gets a 400.
+      else if (p.in === 'query')
+        out.push({ where, what: `cannot remove query parameter '${String(p.name)}' (unknown query parameters are refused)`, at });
     }
-    narrowed(body(a), body(b), `${name} request body`, out, new Set());
+    narrowed(body(a), body(b), `${name} request body`, { ...op, in: 'request', field: [] }, out, new Set());
   }
   return out;
 }
 
-const versionOf = (doc: Document) => String((doc.info as { version?: string } | undefined)?.version ?? '0');
+export const versionOf = (doc: Document) => String((doc.info as { version?: string } | undefined)?.version ?? '0');
 const major = (doc: Document) => Number(versionOf(doc).split('.')[0]);
 
-async function main(): Promise<void> {
+/** What the two documents are: openapi.yaml at `ref` (git) and in the working tree, with the corrections added since. */
+export interface Comparison {
+  before: Document;
+  after: Document;
+  corrections: Correction[];
+}
+
+/** The --base REF a command was given, or exit 2 with its usage. */
+export function baseRef(usage: string): string {
   const args = process.argv.slice(2);
   const at = args.indexOf('--base');
   const ref = at >= 0 ? args[at + 1] : undefined;
-  if (!ref) {
-    console.error('Usage: npm run spec:breaking -- --base <git ref>   (compares openapi.yaml with its version at <ref>)');
-    process.exit(2);
-  }
-  // npm runs scripts in the package folder: the repository whose history is compared.
-  const root = process.cwd();
+  if (ref && !ref.startsWith('--')) return ref;
+  console.error(usage);
+  process.exit(2);
+}
+
+/**
+ * openapi.yaml as it was at git ref `ref` (`git show`) beside the working tree's, in
+ * `root`, the repository whose history is compared, and the corrections to the interface
+ * that this change adds. Exit 2, naming why, when the file cannot be read at `ref`.
+ */
+export function readComparison(ref: string, root: string): Comparison {
   const show = (path: string) =>
     execFileSync('git', ['show', `${ref}:${path}`], { cwd: root, encoding: 'utf8', stdio: ['ignore', 'pipe', 'pipe'] });
   let previous: string;
@@ -338,7 +442,13 @@ async function main(): Promise<void> {
   } catch {
     correctionsThen = undefined; // no such file at <ref>: every entry is new
   }
-  const corrections = addedCorrections(parseCorrections(correctionsThen), parseCorrections(correctionsNow));
+  return { before, after, corrections: addedCorrections(parseCorrections(correctionsThen), parseCorrections(correctionsNow)) };
+}
+
+async function main(): Promise<void> {
+  const ref = baseRef('Usage: npm run spec:breaking -- --base <git ref>   (compares openapi.yaml with its version at <ref>)');
+  // npm runs scripts in the package folder: the repository whose history is compared.
+  const { before, after, corrections } = readComparison(ref, process.cwd());
   const { breaks, notes, accepted } = await breakingChanges(before, after, corrections);
   if (accepted.length > 0) {
     console.log(`${accepted.length} change(s) against ${ref} accepted as corrections to the interface (${correctionsFile}):`);

@@ -16,7 +16,7 @@ import type { Storage } from '../domain/storage';
 import { createStore } from '../domain/store';
 import { handlers as defaultHandlers } from '../handlers';
 import type { AppContext, HandlerTable } from '../handlers/types';
-import { bodyReader, declaredTooLarge, isStorableDateTime } from './pipeline/body';
+import { bodyReader, declaredTooLarge } from './pipeline/body';
 import { browserHeaders } from './pipeline/browser-headers';
 import { createDocsRouter } from './pages/docs';
 import type { Config } from './config';
@@ -29,6 +29,7 @@ import { accessLog, createLogger } from './observability/log';
 import type { Metrics } from './observability/metrics';
 import { canonicalIntegers } from './pipeline/params';
 import { createPathTable } from './pipeline/path-table';
+import { schemaSettings } from './pipeline/schemas';
 import { operationHandlers } from './pipeline/operations';
 import { shedWhenOverloaded, type OverloadMonitor } from './http/overload';
 import { createRateLimiters, memoryStores, type RateLimitStoreFactory } from './security/rate-limit';
@@ -40,6 +41,11 @@ import { createSecurityHandlers } from './security/auth';
 import type { Tracing } from './observability/tracing';
 import { loadSpecYaml, specRouter } from './pages/openapi';
 import { dereferenced, loadSpec, operationsOf, type OpenApiDocument } from './spec';
+
+// The mock and openapi-sampler are loaded only when MOCK_UNIMPLEMENTED is on.
+type MockModule = typeof import('./pipeline/mock');
+// eslint-disable-next-line @typescript-eslint/no-require-imports -- loaded on demand, as said above
+const mockModule = (): MockModule => require('./pipeline/mock') as MockModule;
 
 export interface AppOptions {
   /** The database behind the storage port (db/open.ts). */
@@ -172,11 +178,9 @@ export function createApp({
     // above, rather than bundled, which walks every $ref and was most of the validator's
     // start-up. 'none' (our patch): no parser for a document with no $ref left.
     $refParser: { mode: 'none' },
-    validateRequests: { allowUnknownQueryParameters: false, removeAdditional: false },
-    validateResponses: config.validateResponses ? { removeAdditional: false } : false,
-    validateFormats: true,
-    ajvFormats: { mode: 'full' },
-    formats: { 'date-time': { type: 'string', validate: isStorableDateTime } },
+    // What a value must be: formats, unknown query parameters (server/pipeline/schemas.ts,
+    // where the example check and the mock take the same settings).
+    ...schemaSettings(config.validateResponses),
     validateSecurity: { handlers: createSecurityHandlers(repos, passwords) },
     ignoreUndocumented: false,
     fileUploader: false,
@@ -195,7 +199,9 @@ export function createApp({
   // Each operation's own chain, put together here: only what the operation needs (a body
   // reader where it takes a body, the login limiter where it takes a password), in the
   // order of checks.
-  const handlerOf = operationHandlers(operations, { ...defaultHandlers, ...handlers } as never, ctx);
+  // Stubs answer from the spec when MOCK_UNIMPLEMENTED is on, chosen here per operation.
+  const mock = config.mockUnimplemented ? mockModule().createMock(inlined) : undefined;
+  const handlerOf = operationHandlers(operations, { ...defaultHandlers, ...handlers } as never, ctx, mock);
   const deprecationOf = createDeprecation(operations, { now, calls: deprecatedCalls ?? createDeprecatedCallLog(storage, logger) });
   const accessLine = accessLog(logger);
   const body = bodyReader(config.bodyLimitBytes);

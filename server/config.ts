@@ -132,6 +132,11 @@ const variables = z.object({
   QUEUED_MESSAGES_PER_ACCOUNT: int(1, 1_000_000).default(defaultBounds.queuedMessagesPerAccount),
   CORS_ORIGINS: corsOrigins.default([]),
   VALIDATE_RESPONSES: boolean.default(true),
+  // Operations whose handler is still the generated stub answer from openapi.yaml instead
+  // of 501 (docs/contract.md, "Mock answers"): for development, refused in production.
+  MOCK_UNIMPLEMENTED: boolean.default(false),
+  // Read for one thing only: `production` refuses MOCK_UNIMPLEMENTED.
+  NODE_ENV: z.string().optional(),
   SEED_DEMO_DATA: boolean.default(true),
   MESSAGE_DELIVERY_DELAY_MS: int(0, 60_000).default(500),
   // How long SIGTERM keeps serving after /readyz turns 503: a balancer's checks must see it
@@ -173,6 +178,11 @@ const schema = variables
     path: ['METRICS_PORT'],
     message: 'must not be the API port (PORT): the metrics have a listener of their own',
   })
+  // Made-up answers must never reach a production client.
+  .refine((e) => !(e.MOCK_UNIMPLEMENTED && e.NODE_ENV === 'production'), {
+    path: ['MOCK_UNIMPLEMENTED'],
+    message: 'must not be on when NODE_ENV=production: mock answers are made up from openapi.yaml, for development only',
+  })
   .transform((e) => ({
     port: e.PORT,
     host: e.HOST,
@@ -210,6 +220,8 @@ const schema = variables
     /** Origins whose browser pages may call the API (server/pipeline/browser-headers.ts); none by default. */
     corsOrigins: e.CORS_ORIGINS,
     validateResponses: e.VALIDATE_RESPONSES,
+    /** Stubs answer from the spec's examples and schemas (server/pipeline/mock.ts) instead of 501. */
+    mockUnimplemented: e.MOCK_UNIMPLEMENTED,
     seedDemoData: e.SEED_DEMO_DATA,
     messageDeliveryDelayMs: e.MESSAGE_DELIVERY_DELAY_MS,
     /** After SIGTERM: answering (with `Connection: close`, /readyz 503) this long before draining. */
@@ -247,8 +259,13 @@ export class ConfigError extends Error {}
 export function loadConfig(env: Record<string, string | undefined> = process.env): Config {
   const result = schema.safeParse(env);
   if (!result.success) {
-    const problems = result.error.issues.map((i) => `  ${i.path.join('.')}: ${i.message}`).join('\n');
-    throw new ConfigError(`Invalid configuration:\n${problems}`);
+    // One setting wrong is one line, as every setting that stops start-up says it.
+    const problems = result.error.issues.map((i) => `${i.path.join('.')}: ${i.message}`);
+    throw new ConfigError(
+      problems.length === 1
+        ? `Invalid configuration: ${problems[0]}`
+        : `Invalid configuration:\n${problems.map((p) => `  ${p}`).join('\n')}`,
+    );
   }
   return result.data;
 }

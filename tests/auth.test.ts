@@ -2,6 +2,7 @@
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import request from 'supertest';
+import { fullFormats } from 'ajv-formats/dist/formats';
 import { parse } from 'yaml';
 import { repoRoot } from '../scripts/server-process';
 import { customer, expectError, keyFor, password, setupApp, uniqueEmail } from './helpers';
@@ -58,6 +59,63 @@ describe('POST /accounts', () => {
     }
     expect(answered).toEqual(addresses.map((email) => ({ email, status: pattern.test(email) ? 201 : 400 })));
     expect(answered.filter((a) => a.status === 201)).toHaveLength(3);
+  });
+});
+
+describe("POST /accounts: RFC 5321's bounds on an email", () => {
+  const t = setupApp();
+  type Email = { pattern: string; maxLength: number };
+  const spec = parse(readFileSync(join(repoRoot, 'openapi.yaml'), 'utf8')) as {
+    components: { schemas: { NewAccount: { properties: { email: Email } } } };
+  };
+  const rule = spec.components.schemas.NewAccount.properties.email;
+  const email = fullFormats.email as RegExp;
+  let n = 0;
+  /** An address with a local part of `local` characters and domain labels of these lengths, unique in this file. */
+  const address = (local: number, labels: number[]) => {
+    const tag = `u${process.pid}x${++n}x`;
+    return `${tag}${'a'.repeat(local - tag.length)}@${labels.map((length, i) => (i === labels.length - 1 ? 'c' : 'b').repeat(length)).join('.')}`;
+  };
+  /** The local part's length, the longest label's and the whole address's. */
+  const sizes = (value: string) => {
+    const [local = '', domain = ''] = value.split('@');
+    return { local: local.length, label: Math.max(...domain.split('.').map((l) => l.length)), total: value.length };
+  };
+  const edges: Array<[string, string, Partial<ReturnType<typeof sizes>>]> = [
+    ['a local part of 64 characters', address(64, [10, 3]), { local: 64 }],
+    ['a domain label of 63 characters', address(10, [63, 3]), { label: 63 }],
+    ['254 characters in all', address(64, [63, 63, 61]), { local: 64, label: 63, total: 254 }],
+  ];
+  const pastEdges: Array<[string, string, Partial<ReturnType<typeof sizes>>]> = [
+    ['a local part of 65 characters', address(65, [10, 3]), { local: 65 }],
+    ['a domain label of 64 characters', address(10, [64, 3]), { label: 64 }],
+    ['255 characters in all, every part within its bound', address(64, [63, 63, 62]), { local: 64, label: 63, total: 255 }],
+  ];
+
+  it('takes an address at each bound', async () => {
+    for (const [what, value, size] of edges) {
+      expect(sizes(value)).toMatchObject(size);
+      const res = await request(t.app).post('/accounts').send({ email: value, password });
+      expect({ what, status: res.status, email: res.body.email }).toEqual({ what, status: 201, email: value });
+    }
+  });
+
+  it('refuses one past each bound with 400 validation_failed naming the field', async () => {
+    for (const [what, value, size] of pastEdges) {
+      expect(sizes(value)).toMatchObject(size);
+      const res = await request(t.app).post('/accounts').send({ email: value, password });
+      expectError(res, 400, 'validation_failed');
+      expect({ what, message: res.body.message }).toEqual({ what, message: expect.stringMatching(/^request\/body\/email /) });
+    }
+  });
+
+  it("is the rule of openapi.yaml's pattern and maxLength, which the email format never contradicts", () => {
+    for (const [, value] of [...edges, ...pastEdges]) {
+      const allowed = new RegExp(rule.pattern, 'u').test(value) && value.length <= rule.maxLength;
+      expect({ value, allowed }).toEqual({ value, allowed: edges.some(([, edge]) => edge === value) });
+      // ajv-formats' full `email`, which the service's validator applies beside the pattern, takes them all.
+      expect({ value, format: email.test(value) }).toEqual({ value, format: true });
+    }
   });
 });
 

@@ -8,7 +8,6 @@ import { join } from 'node:path';
 import request from 'supertest';
 import { createStore } from '../domain/store';
 import { loadConfig } from '../server/config';
-import { loadSpec } from '../server/spec';
 import { customer, expectError, password, setupApp, testDatabaseUrl, uniqueEmail, type Caller, type TestApp } from './helpers';
 
 const signUp = (t: TestApp, from = '198.51.100.9', email = uniqueEmail('bound')) =>
@@ -19,21 +18,6 @@ describe('the defaults', () => {
     expect(loadConfig({})).toMatchObject({
       signupsPerAddressPerHour: 10,
       bounds: { activeApiKeysPerAccount: 20, queuedMessagesPerAccount: 100 },
-    });
-  });
-});
-
-describe("openapi.yaml's info.x-limits (the defaults no response header states)", () => {
-  it('are the configuration defaults', () => {
-    const config = loadConfig({});
-    expect((loadSpec().info as Record<string, unknown>)['x-limits']).toEqual({
-      bodyBytes: config.bodyLimitBytes,
-      failedLoginsPerAccount: config.loginFailuresPerAccount,
-      failedLoginsPerAddress: config.loginFailuresPerAddress,
-      failedLoginWindowSeconds: config.loginLockoutMs / 1000,
-      passwordChecksPerAccountPerMinute: config.passwordChecksPerMinute,
-      activeKeysPerAccount: config.bounds.activeApiKeysPerAccount,
-      connectionsPerAddress: config.maxConnectionsPerAddress,
     });
   });
 });

@@ -133,6 +133,7 @@ describe('CORS', () => {
           'Link',
           'Deprecation',
           'Sunset',
+          'X-Mock',
         ]),
       );
     });
@@ -150,7 +151,7 @@ describe('CORS', () => {
       expect(res.headers['access-control-allow-origin']).toBe(allowed);
       expect(res.headers['access-control-allow-methods']).toBe('GET, DELETE, PATCH');
       const headers = (res.headers['access-control-allow-headers'] ?? '').split(/,\s*/);
-      expect(headers).toEqual(expect.arrayContaining(['Authorization', 'Content-Type', 'Idempotency-Key', 'X-Request-Id']));
+      expect(headers).toEqual(expect.arrayContaining(['Authorization', 'Content-Type', 'Idempotency-Key', 'X-Request-Id', 'Prefer']));
       expect(Number(res.headers['access-control-max-age'])).toBeGreaterThan(0);
     });
 

@@ -30,6 +30,16 @@ describe('configuration', () => {
     expect(() => loadConfig({ PORT: 'eighty', RATE_LIMIT_PER_MINUTE: '0' })).toThrow(/PORT[\s\S]*RATE_LIMIT_PER_MINUTE/);
   });
 
+  it('mocks unimplemented operations only when asked, and never with NODE_ENV=production, in one line naming the setting', () => {
+    expect(loadConfig({}).mockUnimplemented).toBe(false);
+    expect(loadConfig({ MOCK_UNIMPLEMENTED: 'true' }).mockUnimplemented).toBe(true);
+    expect(loadConfig({ MOCK_UNIMPLEMENTED: 'true', NODE_ENV: 'development' }).mockUnimplemented).toBe(true);
+    expect(loadConfig({ MOCK_UNIMPLEMENTED: 'false', NODE_ENV: 'production' }).mockUnimplemented).toBe(false);
+    expect(() => loadConfig({ MOCK_UNIMPLEMENTED: 'true', NODE_ENV: 'production' })).toThrow(
+      /^Invalid configuration: MOCK_UNIMPLEMENTED: must not be on when NODE_ENV=production[^\n]*$/,
+    );
+  });
+
   it('refuses a headers timeout longer than the request timeout', () => {
     expect(() => loadConfig({ HEADERS_TIMEOUT_MS: '5000', REQUEST_TIMEOUT_MS: '1000' })).toThrow(/HEADERS_TIMEOUT_MS/);
   });

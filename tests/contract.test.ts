@@ -9,11 +9,18 @@ import { HttpClient } from '../contract/http';
 import { formatFailure, formatReport, maskAuthorization } from '../contract/report';
 import { runSuite } from '../contract/runner';
 import { buildContract, loadContract } from '../contract/spec';
+import { loadSpec } from '../server/spec';
 import { admin, customer, setupApp, type TestApp } from './helpers';
 
 const contract = loadContract();
 const validator = new ResponseValidator(contract);
 const newPet = { $ref: '#/components/schemas/NewPet' };
+const newAccount = { $ref: '#/components/schemas/NewAccount' };
+/** An email's local part, its labels and its whole, by length. */
+const emailSizes = (email: string) => {
+  const [local = '', domain = ''] = email.split('@');
+  return { local: local.length, labels: domain.split('.').map((l) => l.length), total: email.length };
+};
 
 async function listen(t: TestApp): Promise<{ server: Server; client: HttpClient }> {
   const server = t.app.listen(0, '127.0.0.1');
@@ -51,6 +58,37 @@ describe('contract suite: generation', () => {
   it('draws only values the schema accepts', () => {
     for (const body of [...draw(1), ...draw(2)]) {
       expect(validator.validate('#/components/schemas/NewPet', body)).toEqual([]);
+    }
+  });
+
+  it("draws a sign-up's email at every bound of RFC 5321 at once, which the schema allows", () => {
+    for (const seed of [1, 2]) {
+      const body = new Source(seed).draw(arbitrary(newAccount, contract.deref)) as { email: string };
+      expect(emailSizes(body.email)).toEqual({ local: 64, labels: [63, 63, 61], total: 254 });
+      expect(validator.validate('#/components/schemas/NewAccount', body)).toEqual([]);
+    }
+  });
+
+  it("breaks an email one past each of RFC 5321's bounds, and `format: email` alone refuses each", () => {
+    const valid = { email: 'a@example.com', password: 'correct horse' };
+    const broken = brokenBodies(newAccount, valid, contract.deref, 65536).filter((b) => b.label.includes('RFC 5321'));
+    expect(broken.map((b) => b.label)).toEqual([
+      'field "email" with a local part of 65 characters (RFC 5321: at most 64)',
+      'field "email" with a domain label of 64 characters (RFC 5321: at most 63)',
+      'field "email" of 255 characters, each part within its bound (RFC 5321: at most 254)',
+    ]);
+    const sizes = broken.map((b) => emailSizes((JSON.parse(b.text) as { email: string }).email));
+    expect(sizes.map((s) => [s.local, Math.max(...s.labels), s.total])).toEqual([
+      [65, 10, 80],
+      [10, 64, 79],
+      [64, 63, 255],
+    ]);
+    for (const { text } of broken) {
+      const { email } = JSON.parse(text) as { email: string };
+      expect(validator.validate('#/components/schemas/NewAccount', { ...valid, email })).not.toEqual([]);
+      // Account.email has no pattern: the suite's `email` format is what refuses it in a 201.
+      const account = { id: 1, email, role: 'customer', createdAt: '2026-11-21T10:00:00.000Z' };
+      expect(validator.validate('#/components/schemas/Account', account)).toEqual(['/email must match format "email"']);
     }
   });
 
@@ -221,6 +259,49 @@ describe('contract suite: a whole run', () => {
       proxy.close();
       app.client.close();
       app.server.close();
+    }
+  }, 120_000);
+
+  it("fails a service that takes an email past RFC 5321's bounds, and passes its sign-up at them", async () => {
+    // The service with the email pattern it had before the bounds: a 65-character local
+    // part and a 64-character label are 201; 255 characters in all are still refused (maxLength).
+    type Spec = ReturnType<typeof loadSpec> & { components: { schemas: { NewAccount: { properties: { email: { pattern: string } } } } } };
+    const lax = loadSpec() as Spec;
+    const email = lax.components.schemas.NewAccount.properties.email;
+    const bounded = new RegExp(email.pattern, 'u');
+    email.pattern = email.pattern.replace('(?=[^@]{1,64}@)', '').replaceAll('{0,61}', '*');
+    const t = setupApp({
+      spec: lax,
+      handlers: {
+        // Such a sign-up is answered without its password hash: the suite shrinks the
+        // failing request, a sign-up a step, and 60 hashes would take most of a minute.
+        createAccount: (input, ctx) =>
+          bounded.test(input.body.email)
+            ? handlers.createAccount(input, ctx)
+            : { status: 201, body: { id: 1, email: input.body.email, role: 'customer', createdAt: new Date().toISOString() } },
+      },
+    });
+    const { server, client } = await listen(t);
+    try {
+      const result = await runAgainst(t, client, { seed: 3, runs: 1 });
+      const signUp = result.exchanges.find((e) => e.label === "sign-up of the suite's own account")!;
+      expect(signUp.response.status).toBe(201);
+      expect(emailSizes((signUp.response.json as { email: string }).email).total).toBe(254);
+      const failing = result.exchanges.filter((e) => e.opId === 'createAccount' && e.failures.length > 0);
+      expect(failing.map((e) => e.label)).toEqual([
+        shrunk('a body field "email" with a local part of 65 characters \\(RFC 5321: at most 64\\)'),
+        shrunk('a body field "email" with a domain label of 64 characters \\(RFC 5321: at most 63\\)'),
+      ]);
+      for (const e of failing) {
+        expect(e.failures).toEqual([
+          expect.stringMatching(/^the body does not match the documented schema \(.+\): \/email must match format "email"$/),
+          `invalid input (${e.label.split(', shrunk')[0]}) was accepted with 201`,
+        ]);
+      }
+      expect(formatReport(result, '').split('\n').pop()).toMatch(/^\d+ passed, [1-9]\d* failed$/);
+    } finally {
+      client.close();
+      server.close();
     }
   }, 120_000);
 

@@ -80,4 +80,16 @@ describe('npm run account:create', () => {
     expect(result.status).toBe(2);
     expect(result.stderr).toContain('8+ characters');
   });
+
+  it('refuses an email sign-up refuses (RFC 5321: a 65-character local part), naming the field, and stores nothing', () => {
+    const email = `${'a'.repeat(65)}@example.com`;
+    const result = run(['--email', email, '--admin'], 'a long admin password\n');
+    expect(result.status).toBe(2);
+    expect(result.stderr).toContain('Not an account sign-up would accept (openapi.yaml, NewAccount): /email must match pattern');
+    const db = new Database(join(dir, 'accounts.db'), { readonly: true });
+    expect(db.prepare('select count(*) as n from accounts where email = ?').get(email)).toEqual({ n: 0 });
+    db.close();
+    // 64 is within the bound.
+    expect(run(['--email', `${'a'.repeat(64)}@example.com`, '--admin'], 'a long admin password\n').status).toBe(0);
+  });
 });

@@ -84,6 +84,16 @@ describe('breakingChanges', () => {
       /^POST \/categories request body description: cannot narrow minLength from none to 3$/,
     ],
     [
+      'a request field removed (request bodies refuse unknown properties)',
+      (d) => delete d.components.schemas.NewCategory.properties.description,
+      /^POST \/categories request body description: cannot remove request property 'description' \(unknown properties are refused\)$/,
+    ],
+    [
+      'a query parameter removed (unknown query parameters are refused)',
+      (d) => (d.paths['/store/orders'].get.parameters = d.paths['/store/orders'].get.parameters.filter((p: Doc) => p.name !== 'complete')),
+      /^GET \/store\/orders query parameter complete: cannot remove query parameter 'complete' \(unknown query parameters are refused\)$/,
+    ],
+    [
       'a required parameter added',
       (d) => d.paths['/categories'].get.parameters.push({ name: 'q', in: 'query', required: true, schema: { type: 'string' } }),
       /GET \/categories query parameter: q: cannot add required query parameter q/,

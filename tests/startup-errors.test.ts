@@ -74,6 +74,14 @@ describe('start-up fails at once, in one line', () => {
     );
   });
 
+  it('MOCK_UNIMPLEMENTED with NODE_ENV=production', async () => {
+    await expectOneLine(
+      { DATABASE_PATH: join(dir, 'mock.db'), MOCK_UNIMPLEMENTED: 'true', NODE_ENV: 'production' },
+      'MOCK_UNIMPLEMENTED',
+      /must not be on when NODE_ENV=production/,
+    );
+  });
+
   it('HOST that is not an address of this machine', async () => {
     await expectOneLine(
       { DATABASE_PATH: join(dir, 'host.db'), HOST: '192.0.2.1', LOG_LEVEL: 'warn' },

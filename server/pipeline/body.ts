@@ -5,7 +5,8 @@ import express, { type RequestHandler } from 'express';
 import { fullFormats } from 'ajv-formats/dist/formats';
 import { ApiError } from '../../domain/errors';
 
-const maxDepth = 32;
+/** JSON nested deeper than this is refused (openapi.yaml, info: x-limits.jsonDepth). */
+export const maxJsonDepth = 32;
 const jsonMediaType = /^application\/json\s*(?:;|$)/i;
 const charsetParam = /;\s*charset\s*=\s*("?)([^";\s]*)\1/i;
 const utf8 = new TextDecoder('utf-8', { fatal: true });
@@ -111,8 +112,8 @@ function checkJsonText(text: string): Refusal | null {
         };
       seen.add(name);
     } else if (c === '{' || c === '[') {
-      if (names.push(null) > maxDepth)
-        return { code: 'validation_failed', message: `The request body is nested deeper than ${maxDepth} levels` };
+      if (names.push(null) > maxJsonDepth)
+        return { code: 'validation_failed', message: `The request body is nested deeper than ${maxJsonDepth} levels` };
     } else if (c === '}' || c === ']') {
       names.pop();
     } else if (c === '-' || (c !== undefined && c >= '0' && c <= '9')) {

@@ -5,9 +5,10 @@
 import type { RequestHandler } from 'express';
 
 /** What a page may send beyond the CORS-safelisted headers. */
-const allowedRequestHeaders = 'Authorization, Content-Type, Idempotency-Key, X-Request-Id';
+const allowedRequestHeaders = 'Authorization, Content-Type, Idempotency-Key, X-Request-Id, Prefer';
 /** What a page may read beyond the CORS-safelisted response headers. */
-const exposedHeaders = 'Location, Link, RateLimit, RateLimit-Policy, Retry-After, X-Request-Id, Deprecation, Sunset, Idempotent-Replayed';
+const exposedHeaders =
+  'Location, Link, RateLimit, RateLimit-Policy, Retry-After, X-Request-Id, Deprecation, Sunset, Idempotent-Replayed, X-Mock';
 /** How long a browser may reuse a preflight's answer, in seconds. */
 const preflightMaxAge = '600';
 

@@ -1,13 +1,15 @@
 // docs/contract.md's "Changing the contract" loop, run on a copy of the project: add the
-// README's operation to openapi.yaml, generate, see the stub's 501 from a real server,
-// fill the stub with the README's handler, see the 200, and the contract suite passes on
-// the copy, the new operation's documented 404 exercised.
+// README's operation to openapi.yaml (generate refuses it while its example does not fit),
+// generate, see the stub's 501 from a real server, and its example with MOCK_UNIMPLEMENTED
+// (behind the real 401 and 400; NODE_ENV=production refusing the setting), fill the stub
+// with the README's handler, see the 200, the contract suite passes on the copy, the new
+// operation's documented 404 exercised, and spec:changelog names the operation added.
 import { execFile } from 'node:child_process';
 import { cpSync, mkdtempSync, readFileSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, relative } from 'node:path';
 import { promisify } from 'node:util';
-import { repoRoot, startServer } from '../../scripts/server-process';
+import { repoRoot, runUntilExit, startServer } from '../../scripts/server-process';
 
 const readme = readFileSync(join(repoRoot, 'docs', 'contract.md'), 'utf8');
 
@@ -44,10 +46,14 @@ describe('docs/contract.md "Changing the contract", on a copy of the project', (
       (error: { code: number; stdout: string; stderr: string }) => ({ code: error.code, out: error.stdout + error.stderr }),
     );
 
-  /** A fresh server on the copy, built as `npm start` builds it: a customer's GET of the new operation, and the same pets through GET /pets. */
-  async function callNewOperation(categoryId: number) {
+  /**
+   * A fresh server on the copy, built as `npm start` builds it: a customer's GET of the new
+   * operation, and the same pets through GET /pets; without a key, with a bad parameter,
+   * and preferring a 404.
+   */
+  async function callNewOperation(categoryId: number, env: Record<string, string> = {}) {
     expect(await run('npm', 'run', '--silent', 'build')).toMatchObject({ code: 0 });
-    const server = await startServer({ DATABASE_PATH: join(dir, `petstore-${Date.now()}.db`) }, 60_000, dir);
+    const server = await startServer({ DATABASE_PATH: join(dir, `petstore-${Date.now()}.db`), ...env }, 60_000, dir);
     try {
       const email = `loop-${Date.now()}@example.com`;
       const password = 'correct horse battery staple';
@@ -60,15 +66,18 @@ describe('docs/contract.md "Changing the contract", on a copy of the project', (
       expect((await post('/accounts', {}, { email, password })).status).toBe(201);
       const basic = `Basic ${Buffer.from(`${email}:${password}`).toString('base64')}`;
       const { key } = (await (await post('/api-keys', { Authorization: basic }, {})).json()) as { key: string };
-      const get = async (path: string) => {
-        const res = await fetch(`${server.url}${path}`, { headers: { Authorization: `Bearer ${key}` } });
+      const get = async (path: string, headers: Record<string, string> = { Authorization: `Bearer ${key}` }) => {
+        const res = await fetch(`${server.url}${path}`, { headers });
         const body: unknown = await res.json();
-        return { status: res.status, body };
+        return { status: res.status, mock: res.headers.get('x-mock'), body };
       };
       return {
         answer: await get(`/categories/${categoryId}/pets`),
         viaPets: await get(`/pets?categoryId=${categoryId}`),
         missing: await get('/categories/987654/pets'),
+        anonymous: await get(`/categories/${categoryId}/pets`, {}),
+        badLimit: await get(`/categories/${categoryId}/pets?limit=0`),
+        preferred404: await get(`/categories/${categoryId}/pets`, { Authorization: `Bearer ${key}`, Prefer: 'code=404' }),
         log: server.log(),
       };
     } finally {
@@ -84,6 +93,15 @@ describe('docs/contract.md "Changing the contract", on a copy of the project', (
     });
     symlinkSync(join(repoRoot, 'node_modules'), join(dir, 'node_modules'));
   });
+  // The copy's history: the contract as it was, for spec:changelog to compare with.
+  beforeAll(async () => {
+    for (const args of [
+      ['init', '-q'],
+      ['add', 'openapi.yaml', 'docs/interface-corrections.yaml'],
+      ['commit', '-q', '-m', 'v1.0.0'],
+    ])
+      expect(await run('git', '-c', 'user.email=ci@example.com', '-c', 'user.name=ci', ...args)).toMatchObject({ code: 0 });
+  });
   afterAll(() => rmSync(dir, { recursive: true, force: true }));
 
   it('has the operation, the stub and the handler to follow', () => {
@@ -95,6 +113,13 @@ describe('docs/contract.md "Changing the contract", on a copy of the project', (
   // One story, in order, on the same copy: each step needs the one before.
   it('adds the operation, answers 501 from the stub, 200 once filled, and names the handler left when it is removed', async () => {
     const spec = readFileSync(join(dir, 'openapi.yaml'), 'utf8');
+    // 1-2: an example that does not fit its schema is refused, named, and nothing is written.
+    expect(operation).toContain('- id: 1\n');
+    writeFileSync(join(dir, 'openapi.yaml'), spec.replace('\npaths:\n', `\npaths:\n${operation.replace('- id: 1\n', '- id: 0\n')}`));
+    expect(await run('npm', 'run', 'generate')).toEqual({
+      code: 1,
+      out: expect.stringContaining('listCategoryPets (GET /categories/{categoryId}/pets) response 200 example: /0/id must be >= 1'),
+    });
     writeFileSync(join(dir, 'openapi.yaml'), spec.replace('\npaths:\n', `\npaths:\n${operation}`));
 
     // 1-2: the operation, then generate: a stub and nothing else changed.
@@ -120,23 +145,48 @@ describe('docs/contract.md "Changing the contract", on a copy of the project', (
     const stubbed = await callNewOperation(1);
     expect(stubbed.answer).toEqual({
       status: 501,
+      mock: null,
       body: { code: 'not_implemented', message: expect.stringContaining('listCategoryPets'), status: 501 },
     });
     expect(stubbed.log).toMatch(/"operations":\["listCategoryPets"\].*operations not implemented yet/);
 
-    // 3: the handler in place of the stub.
+    // 3: the mock answers the stub's operation from the spec, behind the real checks; never in production.
+    const mocked = await callNewOperation(1, { MOCK_UNIMPLEMENTED: 'true' });
+    expect(mocked.answer).toEqual({ status: 200, mock: 'example', body: [{ id: 1, name: 'Rex', categoryId: 1, status: 'available' }] });
+    expect(mocked.anonymous).toMatchObject({ status: 401, mock: null, body: { code: 'unauthorized' } });
+    expect(mocked.badLimit).toMatchObject({ status: 400, mock: null, body: { code: 'validation_failed' } });
+    expect(mocked.preferred404).toEqual({
+      status: 404,
+      mock: 'example',
+      body: { code: 'not_found', message: expect.any(String), status: 404 },
+    });
+    expect(mocked.viaPets).toMatchObject({ status: 200, mock: null });
+    expect(mocked.log).toMatch(
+      /"operations":\["listCategoryPets"\].*MOCK_UNIMPLEMENTED: operations not implemented yet answer from openapi\.yaml/,
+    );
+    const refused = await runUntilExit(
+      { DATABASE_PATH: join(dir, 'refused.db'), MOCK_UNIMPLEMENTED: 'true', NODE_ENV: 'production' },
+      20_000,
+      dir,
+    );
+    expect({ code: refused.code, lines: refused.stderr.trim().split('\n') }).toEqual({
+      code: 1,
+      lines: [expect.stringMatching(/^Invalid configuration: MOCK_UNIMPLEMENTED: must not be on when NODE_ENV=production/)],
+    });
+
+    // 4: the handler in place of the stub.
     const file = join(dir, 'handlers/categories.ts');
     writeFileSync(file, readFileSync(file, 'utf8').replace(stub, handler));
     expect(await run('npm', 'run', 'generate:check')).toMatchObject({ code: 0 });
     expect(await run(process.execPath, join(repoRoot, 'node_modules/typescript/bin/tsc'), '--noEmit')).toEqual({ code: 0, out: '' });
 
-    const { answer, viaPets, missing } = await callNewOperation(1);
-    expect(answer.status).toBe(200);
+    const { answer, viaPets, missing } = await callNewOperation(1, { MOCK_UNIMPLEMENTED: 'true' });
+    expect({ status: answer.status, mock: answer.mock }).toEqual({ status: 200, mock: null });
     expect(answer.body).toEqual(viaPets.body);
     expect((answer.body as unknown[]).length).toBeGreaterThan(0);
     expect(missing).toMatchObject({ status: 404, body: { code: 'not_found' } });
 
-    // 5: the contract suite on the copy: the new operation, below an item path, is exercised,
+    // 6: the contract suite on the copy: the new operation, below an item path, is exercised,
     // its documented 404 included, with no word about it in the suite.
     const suite = await run('npm', 'run', '--silent', 'test:contract', '--', '--seed', '5', '--runs', '1');
     expect({ code: suite.code, last: suite.out.trim().split('\n').pop() }).toEqual({
@@ -145,6 +195,13 @@ describe('docs/contract.md "Changing the contract", on a copy of the project', (
     });
     expect(suite.out).toMatch(/listCategoryPets +GET \/categories\/\{categoryId\}\/pets +404 +exercised \(\d+\)/);
     expect(suite.out).toMatch(/listCategoryPets +GET \/categories\/\{categoryId\}\/pets +200 +exercised \(\d+\)/);
+
+    // 8: the changelog since the contract as it was names the operation added, breaking nothing.
+    const changelog = await run('npm', 'run', '--silent', 'spec:changelog', '--', '--base', 'HEAD');
+    expect(changelog).toEqual({ code: 0, out: expect.stringContaining('No breaking changes') });
+    expect(changelog.out).toContain(
+      '## Added operations\n\n- `GET /categories/{categoryId}/pets` (`listCategoryPets`): List the pets of a category\n',
+    );
 
     // The operation removed again: its handler is named as left behind.
     const grown = readFileSync(join(dir, 'openapi.yaml'), 'utf8');
