@@ -21,9 +21,12 @@ for (const address of addresses) {
   if (!address.startsWith('127.')) throw new Error(`${address}: the drill sends to and from loopback only`);
 }
 const headerEveryMs = Number(process.env.HEADER_EVERY_MS ?? 2_000);
-/** What one read of the service takes. */
-const pieceBytes = 64 * 1024;
-const flood = Buffer.from('GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n'.repeat(Number(process.env.REQUESTS ?? 20_000)), 'latin1');
+const oneRequest = 'GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n';
+/** What one write holds: as much as one read of the service takes, or WRITE_REQUESTS requests. */
+const pieceBytes = process.env.WRITE_REQUESTS ? Number(process.env.WRITE_REQUESTS) * oneRequest.length : 64 * 1024;
+/** WRITE_EVERY_MS: a pause between writes, so that each read of the service holds one. */
+const writeEveryMs = Number(process.env.WRITE_EVERY_MS ?? 0);
+const flood = Buffer.from(oneRequest.repeat(Number(process.env.REQUESTS ?? 20_000)), 'latin1');
 
 const seen = { attempts: 0, connected: 0, closed: 0, timedOut408: 0, heldMax: 0, errors: {} as Record<string, number> };
 let held = 0;
@@ -53,7 +56,7 @@ function pipelined(socket: Socket): () => void {
     if (offset >= flood.length) offset = 0;
     const piece = flood.subarray(offset, offset + pieceBytes);
     offset += piece.length;
-    socket.write(piece, more);
+    socket.write(piece, writeEveryMs ? () => setTimeout(more, writeEveryMs) : more);
   };
   more();
   return () => {};
