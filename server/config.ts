@@ -150,6 +150,8 @@ const variables = z.object({
   HEADERS_TIMEOUT_MS: int(100, 600_000).default(10_000),
   REQUEST_TIMEOUT_MS: int(100, 600_000).default(30_000),
   KEEP_ALIVE_TIMEOUT_MS: int(100, 600_000).default(5_000),
+  // A connection whose answers the client leaves unread this long is closed (docs/operations.md, "Connections").
+  SEND_TIMEOUT_MS: int(100, 600_000).default(10_000),
   // Past this event-loop delay new requests are shed with 503 overloaded; 0 = never (docs/operations.md).
   OVERLOAD_EVENT_LOOP_DELAY_MS: int(0, 60_000).default(0),
   TRUST_PROXY: trustProxy.default(false),
@@ -234,6 +236,8 @@ const schema = variables
     headersTimeoutMs: e.HEADERS_TIMEOUT_MS,
     requestTimeoutMs: e.REQUEST_TIMEOUT_MS,
     keepAliveTimeoutMs: e.KEEP_ALIVE_TIMEOUT_MS,
+    /** How long an answer may wait unread, not one byte of it taken by the client, before its connection is closed. */
+    sendTimeoutMs: e.SEND_TIMEOUT_MS,
     /** Event-loop delay (ms) past which requests are shed (server/http/overload.ts); 0 = off. */
     overloadEventLoopDelayMs: e.OVERLOAD_EVENT_LOOP_DELAY_MS,
     trustProxy: e.TRUST_PROXY,

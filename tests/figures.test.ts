@@ -12,6 +12,7 @@ import { parse } from 'yaml';
 import { idempotencyRetentionMs } from '../domain/idempotency';
 import { repoRoot } from '../scripts/server-process';
 import { configVariables, loadConfig, type Config } from '../server/config';
+import { maxPipelined } from '../server/http/pipelining';
 import { maxJsonDepth } from '../server/pipeline/body';
 import { maxRequestIdLength } from '../server/pipeline/request-id';
 
@@ -28,6 +29,8 @@ const serviceDefaults = (c: Config): Array<[key: string, value: number, where: s
   ['requestsPerMinute', c.rateLimitPerMinute, 'RATE_LIMIT_PER_MINUTE'],
   ['requestsPerMinute', c.rateLimitPerAddressPerMinute, 'RATE_LIMIT_PER_ADDRESS_PER_MINUTE'],
   ['connectionsPerAddress', c.maxConnectionsPerAddress, 'MAX_CONNECTIONS_PER_ADDRESS'],
+  ['pipelinedRequests', maxPipelined, 'maxPipelined, server/http/pipelining.ts'],
+  ['unreadAnswersSeconds', c.sendTimeoutMs / 1000, 'SEND_TIMEOUT_MS'],
   ['failedLoginsPerAccount', c.loginFailuresPerAccount, 'LOGIN_FAILURES_PER_ACCOUNT'],
   ['failedLoginsPerAddress', c.loginFailuresPerAddress, 'LOGIN_FAILURES_PER_ADDRESS'],
   ['failedLoginWindowSeconds', c.loginLockoutMs / 1000, 'LOGIN_LOCKOUT_MINUTES'],
@@ -74,6 +77,8 @@ const statements: Array<{ source: Source; spec?: RegExp[]; readme?: RegExp[] }> 
   { source: limit('requestTimeoutSeconds'), spec: [/whole request within (\d+) s\b/] },
   { source: limit('requestsPerMinute'), spec: [/(\d+) requests a minute each by default/, /q=(\d+); w=60;/] },
   { source: limit('connectionsPerAddress'), spec: [/may hold (\d+) open connections/], readme: [/capped per address \((\d+)\)/] },
+  { source: limit('pipelinedRequests'), spec: [/may have up to (\d+) requests sent ahead/] },
+  { source: limit('unreadAnswersSeconds'), spec: [/takes none of its answers for\s+(\d+) s\b/] },
   { source: limit('failedLoginsPerAccount'), spec: [/after (\d+) failed HTTP Basic logins to one account/] },
   { source: limit('failedLoginsPerAddress'), spec: [/, or (\d+) from one address \(to any account\)/] },
   { source: limit('failedLoginWindowSeconds', 60), spec: [/in a window of (\d+) minutes/] },

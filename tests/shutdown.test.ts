@@ -358,6 +358,7 @@ describe('drain', () => {
     headersTimeoutMs: 10_000,
     requestTimeoutMs: 10_000,
     keepAliveTimeoutMs: 5_000,
+    sendTimeoutMs: 10_000,
   };
 
   /** The app on a server in this process, its createAccount held until `release()`. */

@@ -16,13 +16,18 @@ import { StartupError } from '../startup';
 
 export type RefusalReason = 'address_cap' | 'global_cap';
 export const refusalReasons: readonly RefusalReason[] = ['address_cap', 'global_cap'];
+/** Why the service closed a connection it was serving (server/http/pipelining.ts). */
+export type CloseReason = 'not_reading' | 'pipelining';
+export const closeReasons: readonly CloseReason[] = ['not_reading', 'pipelining'];
 
-/** What the caps have done so far, read by the metrics at each scrape. */
+/** What the caps and the server have done so far, read by the metrics at each scrape. */
 export interface ConnectionCounts {
   /** Connections open now. */
   readonly open: number;
   /** Connections refused since start, by the cap that refused them. */
   readonly refused: Readonly<Record<RefusalReason, number>>;
+  /** Connections closed while being served, by why; counted by server/http/pipelining.ts. */
+  readonly closed: Record<CloseReason, number>;
 }
 
 /**
@@ -180,8 +185,13 @@ function answerRefusal(socket: Socket, answer: () => string): void {
   socket.on('data', send);
   socket.on('end', send);
   socket.on('error', () => {});
+  cutAfterLinger(socket, send);
+}
+
+/** Destroys `socket` at refusalLingerMs, after `last`, unless it has closed by then. */
+export function cutAfterLinger(socket: Socket, last: () => void = () => {}): void {
   const cut = setTimeout(() => {
-    send();
+    last();
     socket.destroy();
   }, refusalLingerMs);
   socket.once('close', () => clearTimeout(cut));
@@ -314,5 +324,6 @@ export function capConnections(server: Server, options: CapOptions, log: Logger)
       return open;
     },
     refused,
+    closed: { not_reading: 0, pipelining: 0 },
   };
 }

@@ -1,12 +1,14 @@
 // The HTTP server around createApp(): connection and time bounds, Error-shaped answers
-// for what Node's parser refuses before Express sees a request, and a drain that lets
-// keep-alive clients go and waits for the app's work when the service stops.
+// for what Node's parser refuses before Express sees a request, a bound on what one
+// connection may leave unanswered or unread, and a drain that lets keep-alive clients go
+// and waits for the app's work when the service stops.
 import cluster from 'node:cluster';
 import { createServer, type IncomingMessage, type RequestListener, type Server, type ServerResponse } from 'node:http';
 import { Server as NetServer, type Socket } from 'node:net';
 import type { Logger } from 'pino';
 import type { Config } from '../config';
 import { capConnections, connectionCaps, trustedProxies, type CapsConfig, type ConnectionCounts } from './connections';
+import { closeNotReading, Pipeline } from './pipelining';
 import type { ErrorCode } from '../../domain/errors';
 import { rawErrorResponse } from '../pipeline/errors';
 
@@ -42,13 +44,16 @@ export interface HttpService {
    * left is not waited for).
    */
   drain(delayMs?: number): Promise<void>;
-  /** Open and refused connections (server/http/connections.ts), for the metrics. */
+  /** Open, refused and closed connections (server/http/connections.ts), for the metrics. */
   connections: ConnectionCounts;
   /** For listen(): room for every connection the service may hold to come back at once (the kernel caps it at net.core.somaxconn). */
   backlog: number;
 }
 
-type ServerLimits = Pick<Config, 'maxConnections' | 'headersTimeoutMs' | 'requestTimeoutMs' | 'keepAliveTimeoutMs' | 'shutdownTimeoutMs'> &
+type ServerLimits = Pick<
+  Config,
+  'maxConnections' | 'headersTimeoutMs' | 'requestTimeoutMs' | 'keepAliveTimeoutMs' | 'sendTimeoutMs' | 'shutdownTimeoutMs'
+> &
   CapsConfig;
 
 /** What Node's parser refused, as the contract's Error. */
@@ -137,28 +142,49 @@ export function createHttpServer(app: RequestListener, config: ServerLimits, lif
   const closeIfIdle = (socket: Socket) => {
     if (answered.has(socket)) socket.destroy();
   };
+  const pipelines = new WeakMap<Socket, Pipeline>();
+  // Answers queued behind an earlier one on their connection: should it close first, Node
+  // drops them without a 'close'.
+  const waiting = new WeakMap<Socket, Set<() => void>>();
   server.on('connection', (socket: Socket) => {
     const slot = sockets.add(socket);
-    socket.once('close', () => sockets.delete(slot));
+    socket.once('close', () => {
+      sockets.delete(slot);
+      for (const answer of waiting.get(socket) ?? []) answer();
+    });
+    // Not on a connection refused by a cap (server/http/connections.ts), which has no parser.
+    if ((socket as Socket & { parser?: unknown }).parser) pipelines.set(socket, new Pipeline(socket, connections.closed));
   });
+  server.once('close', closeNotReading(sockets, config.sendTimeoutMs, connections.closed));
+
+  // Requests held while the listener is let go (close(), below); none otherwise.
+  let held: Array<[IncomingMessage, ServerResponse]> | undefined;
   // Requests that arrive while draining are told `Connection: close` by the app
   // (server/app.ts); the ones already in flight when it starts, by drain() below.
   server.on('request', (req: IncomingMessage, res: ServerResponse) => {
-    const slot = inFlight.add(res);
     const { socket } = req;
+    const pipeline = pipelines.get(socket);
+    pipeline?.sent();
+    const slot = inFlight.add(res);
     answered.delete(socket);
-    res.once('close', () => {
+    let done = false;
+    const answer = () => {
+      if (done) return;
+      done = true;
       inFlight.delete(slot);
+      waiting.get(socket)?.delete(answer);
+      if (pipeline && !pipeline.answered()) return;
       answered.add(socket);
       // A keep-alive connection whose answer had begun before the drain (so it could not
       // be told `Connection: close`): idle now, and past the delay no balancer sends on it.
       if (closing) setImmediate(closeIfIdle, socket);
-    });
-  });
-  // Requests held while the listener is let go (close(), below); none otherwise.
-  let held: Array<[IncomingMessage, ServerResponse]> | undefined;
-  // After the listeners above, so that they see every request before the app does.
-  server.on('request', (req: IncomingMessage, res: ServerResponse) => {
+    };
+    res.once('close', answer);
+    if (!res.socket) {
+      let queued = waiting.get(socket);
+      if (!queued) waiting.set(socket, (queued = new Set()));
+      queued.add(answer);
+    }
     if (held) held.push([req, res]);
     else app(req, res);
   });

@@ -10,7 +10,7 @@ import { AggregatorRegistry, collectDefaultMetrics, Counter, Gauge, Histogram, R
 import type { Logger } from 'pino';
 import type { Storage } from '../../domain/storage';
 import type { StoreEvents } from '../../domain/store';
-import { refusalReasons, type ConnectionCounts } from '../http/connections';
+import { closeReasons, refusalReasons, type ConnectionCounts } from '../http/connections';
 import type { ApiError } from '../../domain/errors';
 import type { OnRefusal, RateLimiterName } from '../security/rate-limit';
 import type { OperationEntry } from '../spec';
@@ -30,7 +30,7 @@ export interface Metrics {
   readonly answered: (error: ApiError) => void;
   /** For the delivery worker: each message's lag, queued to sent. */
   readonly delivered: (lagSeconds: number) => void;
-  /** The API server's open and refused connections (server/http/connections.ts), read at each scrape. */
+  /** The API server's open, refused and closed connections (server/http/connections.ts), read at each scrape. */
   connections(counts: ConnectionCounts): void;
 }
 
@@ -239,20 +239,40 @@ export function createMetrics(): Metrics {
         this.set(counts.open);
       },
     });
-    const reported = { address_cap: 0, global_cap: 0 };
-    new Counter({
-      name: 'petstore_refused_connections_total',
-      help: 'Connections refused as they were accepted, by the cap that refused them',
-      labelNames: ['reason'] as const,
-      registers: [registry],
-      collect() {
-        // The caps count on their own (no metrics in their path); each scrape adds what is new.
-        for (const reason of refusalReasons) {
-          this.labels({ reason }).inc(counts.refused[reason] - reported[reason]);
-          reported[reason] = counts.refused[reason];
-        }
-      },
-    });
+    // The caps and the server count on their own (no metrics in their path); each scrape adds what is new.
+    const counter = <Reason extends string>(
+      name: string,
+      help: string,
+      reasons: readonly Reason[],
+      read: () => Readonly<Record<Reason, number>>,
+    ) => {
+      const reported = new Map<Reason, number>();
+      new Counter({
+        name,
+        help,
+        labelNames: ['reason'] as const,
+        registers: [registry],
+        collect() {
+          const now = read();
+          for (const reason of reasons) {
+            this.labels({ reason }).inc(now[reason] - (reported.get(reason) ?? 0));
+            reported.set(reason, now[reason]);
+          }
+        },
+      });
+    };
+    counter(
+      'petstore_refused_connections_total',
+      'Connections refused as they were accepted, by the cap that refused them',
+      refusalReasons,
+      () => counts.refused,
+    );
+    counter(
+      'petstore_closed_connections_total',
+      'Connections closed while being served, by why: answers not read for SEND_TIMEOUT_MS, or more requests sent ahead of their answers than one connection may have',
+      closeReasons,
+      () => counts.closed,
+    );
   };
 
   return {
