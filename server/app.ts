@@ -193,6 +193,8 @@ export function createApp({
     return found;
   };
   const matchOperation = [step('pathParamsMiddleware'), step('metadataMiddleware')];
+  // It returns its promise, settled only once its next() has run on to a later step's promise:
+  // so inOneLayer counts the key or password check for the drain (tests/shutdown.test.ts).
   const authenticate = step('securityMiddleware');
   const validate = [step('requestMiddleware'), ...(config.validateResponses ? [step('responseMiddleware')] : [])];
 

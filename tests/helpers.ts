@@ -114,9 +114,12 @@ export function testStorage(databasePath?: string, given?: Db): { storage: Stora
       await migratePg(db);
       return { db, storage: createPgStorage(db) };
     });
+    let closed: Promise<void> | undefined;
     const storage = new Proxy({} as Storage, {
       get(_target, name) {
         if (name === 'engine') return 'postgres';
+        // Once, as on SQLite: a test may close it (as the service does when it stops) before the file's end does.
+        if (name === 'close') return () => (closed ??= ready.then(({ storage }) => storage.close()));
         return async (...args: unknown[]) => {
           const real = (await ready).storage as unknown as Record<string | symbol, (...a: unknown[]) => unknown>;
           return real[name]!(...args);

@@ -5,7 +5,7 @@
 // request before the signal is sent.
 import { randomBytes } from 'node:crypto';
 import { mkdtempSync, rmSync } from 'node:fs';
-import { Agent, request as httpRequest } from 'node:http';
+import { Agent, request as httpRequest, type IncomingMessage, type ServerResponse } from 'node:http';
 import { connect, type AddressInfo, type Socket } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -14,7 +14,7 @@ import { Client } from 'pg';
 import request from 'supertest';
 import { accountsHandlers } from '../handlers/accounts';
 import { createHttpServer, createLifecycle, type HttpService } from '../server/http/server';
-import { captureLog, createPgDatabase, expectError, password, setupApp, testDatabaseUrl } from './helpers';
+import { captureLog, createPgDatabase, customer, expectError, password, setupApp, testDatabaseUrl, testStorage } from './helpers';
 import { eventually, startServer } from '../scripts/server-process';
 import { databaseWithAdmin, loadEnv, setUp } from './write-load';
 
@@ -419,6 +419,63 @@ describe('drain', () => {
     const idle = new Promise<void>((resolve) => (lifecycle.onIdle = resolve));
     release();
     await idle;
+  });
+
+  it('waits for a key lookup under way: the request is answered from its result, then the storage closes', async () => {
+    let entered!: () => void;
+    let release!: () => void;
+    const inLookup = new Promise<void>((resolve) => (entered = resolve));
+    const held = new Promise<void>((resolve) => (release = resolve));
+    // The service's storage with its API-key lookup held until `release()`: a slow database.
+    const { storage } = testStorage();
+    const slow = new Proxy(storage, {
+      get: (target, name, receiver) =>
+        name === 'findKeyOwner'
+          ? async (keyHash: string) => {
+              entered();
+              await held;
+              return target.findKeyOwner(keyHash);
+            }
+          : Reflect.get(target, name, receiver),
+    });
+    const lifecycle = createLifecycle();
+    const t = setupApp({ lifecycle, storage: slow });
+    const caller = await customer(t.app, 'lookup@example.com');
+    const { log } = captureLog('info');
+    const http = createHttpServer(t.app, { ...limits, shutdownTimeoutMs: 600_000 }, lifecycle, log);
+    // What the app answers, read as it sends it (its client is gone by then), and when.
+    const events: string[] = [];
+    let answered!: (answer: { status: number; body: unknown }) => void;
+    const answer = new Promise<{ status: number; body: unknown }>((resolve) => (answered = resolve));
+    http.server.prependListener('request', (_req: IncomingMessage, res: ServerResponse) => {
+      const end = res.end.bind(res) as (...args: unknown[]) => ServerResponse;
+      res.end = ((chunk?: unknown, ...rest: unknown[]) => {
+        events.push('answered');
+        answered({ status: res.statusCode, body: JSON.parse(String(chunk)) as unknown });
+        return end(chunk, ...rest);
+      }) as typeof res.end;
+    });
+    await new Promise<void>((resolve) => http.server.listen(0, '127.0.0.1', resolve));
+    const { port } = http.server.address() as AddressInfo;
+
+    // An authenticated request whose key lookup is under way when its client hangs up: an
+    // open connection would hold the drain by itself, a closed one does not.
+    const client = openSocket(`http://127.0.0.1:${port}`);
+    client.socket.write(`GET /api-keys HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer ${caller.key}\r\n\r\n`);
+    await inLookup;
+    client.socket.destroy();
+
+    // As the service stops (server/main.ts): the drain, then the storage closes. The
+    // server closes once the connection is gone; the lookup is released after that.
+    const stopped = http.drain().then(() => {
+      events.push('drained');
+      return slow.close();
+    });
+    await new Promise<void>((resolve) => http.server.once('close', () => setImmediate(resolve)));
+    release();
+    expect(await answer).toEqual({ status: 200, body: [expect.objectContaining({ lastFour: caller.key.slice(-4) })] });
+    await stopped;
+    expect(events).toEqual(['answered', 'drained']);
   });
 });
 
