@@ -8,6 +8,7 @@ import { promisify } from 'node:util';
 import { parse, stringify } from 'yaml';
 import { breakingChanges, correctionsFile, parseCorrections, type Correction } from '../scripts/spec-breaking';
 import { repoRoot } from '../scripts/server-process';
+import { runScript } from './run-script';
 
 // The spec as plain data, edited in place by each case.
 // eslint-disable-next-line @typescript-eslint/no-explicit-any -- the cases reach into arbitrary depths of openapi.yaml
@@ -302,12 +303,7 @@ describe(`npm run spec:breaking -- --base REF, with ${correctionsFile}`, () => {
     await git('commit', '-q', '-m', message);
   };
   const run = () =>
-    promisify(execFile)(process.execPath, ['--import', 'tsx', join(repoRoot, 'scripts/spec-breaking.ts'), '--base', 'HEAD~1'], {
-      cwd: dir,
-    }).then(
-      ({ stdout, stderr }) => ({ code: 0, out: stdout + stderr }),
-      (error: { code: number; stdout: string; stderr: string }) => ({ code: error.code, out: error.stdout + error.stderr }),
-    );
+    runScript(dir, 'spec-breaking.ts', '--base', 'HEAD~1').then(({ code, stdout, stderr }) => ({ code, out: stdout + stderr }));
   const write = (doc: Doc, corrections?: Correction[]) => {
     writeFileSync(join(dir, 'openapi.yaml'), stringify(doc));
     if (corrections) writeFileSync(join(dir, correctionsFile), stringify(corrections));
@@ -358,12 +354,7 @@ describe('npm run spec:breaking -- --base REF', () => {
   let dir: string;
   const git = (...args: string[]) => promisify(execFile)('git', args, { cwd: dir });
   const run = () =>
-    promisify(execFile)(process.execPath, ['--import', 'tsx', join(repoRoot, 'scripts/spec-breaking.ts'), '--base', 'HEAD'], {
-      cwd: dir,
-    }).then(
-      ({ stdout, stderr }) => ({ code: 0, out: stdout + stderr }),
-      (error: { code: number; stdout: string; stderr: string }) => ({ code: error.code, out: error.stdout + error.stderr }),
-    );
+    runScript(dir, 'spec-breaking.ts', '--base', 'HEAD').then(({ code, stdout, stderr }) => ({ code, out: stdout + stderr }));
 
   beforeAll(async () => {
     dir = mkdtempSync(join(tmpdir(), 'petstore-breaking-'));

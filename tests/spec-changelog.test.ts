@@ -9,6 +9,7 @@ import { parse, stringify } from 'yaml';
 import { changelog, markdown, type Change, type Changelog } from '../scripts/spec-changelog';
 import { breakingChanges } from '../scripts/spec-breaking';
 import { repoRoot } from '../scripts/server-process';
+import { runScript } from './run-script';
 
 // eslint-disable-next-line @typescript-eslint/no-explicit-any -- the cases reach into arbitrary depths of openapi.yaml
 type Doc = Record<string, any>;
@@ -161,11 +162,7 @@ describe('npm run spec:changelog -- --base REF', () => {
   let dir: string;
   const git = (...args: string[]) =>
     promisify(execFile)('git', ['-c', 'user.email=ci@example.com', '-c', 'user.name=ci', ...args], { cwd: dir });
-  const run = (script: string, ...args: string[]) =>
-    promisify(execFile)(process.execPath, ['--import', 'tsx', join(repoRoot, 'scripts', script), ...args], { cwd: dir }).then(
-      ({ stdout, stderr }) => ({ code: 0, stdout, stderr }),
-      (error: { code: number; stdout: string; stderr: string }) => ({ code: error.code, stdout: error.stdout, stderr: error.stderr }),
-    );
+  const run = (script: string, ...args: string[]) => runScript(dir, script, ...args);
 
   beforeAll(async () => {
     dir = mkdtempSync(join(tmpdir(), 'petstore-changelog-'));
