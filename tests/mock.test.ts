@@ -145,6 +145,21 @@ describe('MOCK_UNIMPLEMENTED=true', () => {
     expect(res.headers['x-mock']).toBe('example');
   });
 
+  it("words an Error of a shared response (NotFound, BadRequest) after the operation, never another operation's example", async () => {
+    const notFound = await request(t.app).get('/categories/1/pets').set(buyer.auth).set('Prefer', 'code=404');
+    const named = await request(t.app).get('/categories/1/pets').set(buyer.auth).set('Prefer', 'code=400, example=invalidJson');
+    expect([notFound.body, named.body]).toEqual([
+      { code: 'not_found', message: 'A mock 404 not_found of listCategoryPets (GET /categories/{categoryId}/pets)', status: 404 },
+      { code: 'invalid_json', message: 'A mock 400 invalid_json of listCategoryPets (GET /categories/{categoryId}/pets)', status: 400 },
+    ]);
+    expect(named.headers['x-mock']).toBe('example=invalidJson');
+    // The shared example itself, which speaks of a pet.
+    const spec = loadSpec() as unknown as {
+      components: { responses: { NotFound: { content: Record<string, { example: { message: string } }> } } };
+    };
+    expect(spec.components.responses.NotFound.content['application/json']!.example.message).not.toBe(notFound.body.message);
+  });
+
   it('answers 501, naming what there is, for a status or example name the spec does not document', async () => {
     const code = await request(t.app).get('/categories/1/pets').set(buyer.auth).set('Prefer', 'code=418');
     expectError(code, 501, 'not_implemented');
@@ -153,6 +168,19 @@ describe('MOCK_UNIMPLEMENTED=true', () => {
     expectError(example, 501, 'not_implemented');
     expect(example.body.message).toContain('no example named lots (Prefer: example=lots): it has some, none');
     expect(code.headers['x-mock']).toBeUndefined();
+  });
+
+  it('logs nothing above info for what a client sends: a 501 for a preference is a designed answer', async () => {
+    const before = logged.lines().length;
+    const preferences = ['code=418', 'example=lots', 'code=404, example=nope', 'code=999', 'code=abc', 'example=', 'code=200;x'];
+    const statuses = [];
+    for (const prefer of preferences) {
+      statuses.push((await request(t.app).get('/categories/1/pets').set(buyer.auth).set('Prefer', prefer)).status);
+    }
+    const lines = logged.lines().slice(before);
+    expect(statuses).toEqual([501, 501, 501, 501, 501, 501, 200]);
+    expect(lines.filter((l) => (l.level as number) > 30)).toEqual([]);
+    expect(lines.filter((l) => l.msg === 'request')).toHaveLength(preferences.length);
   });
 
   it('authenticates and validates first: 401 without a key, 400 on a bad parameter, never a mock', async () => {

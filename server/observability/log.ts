@@ -56,8 +56,9 @@ export function accessLog(log: pino.Logger): RequestHandler {
     // and the account are known.
     res.once('close', () => {
       const status = res.statusCode;
-      // A 503 is a designed refusal (the outage behind it is logged once, where it begins).
-      const level = status === 503 ? 'warn' : status >= 500 ? 'error' : 'info';
+      // A 503 is a designed refusal (the outage behind it is logged once, where it begins),
+      // and a 501 a designed answer (a stub, or a mock asked for what it does not document).
+      const level = status === 503 ? 'warn' : status >= 500 && status !== 501 ? 'error' : 'info';
       access[level](
         {
           requestId: req.id,

@@ -110,8 +110,9 @@ export function errorMapper(log: Logger, onError?: (error: ApiError) => void): E
     const error = toApiError(err, req);
     onError?.(error);
     // A refusal of the store (StorageUnavailable) or for overload is logged once per
-    // outage where it begins, not once per request.
-    if (error.status >= 500 && !(err instanceof StorageUnavailable) && error.code !== 'overloaded') {
+    // outage where it begins, not once per request; 501 `not_implemented` is a designed
+    // answer (a stub, or a mock asked for what its operation does not document).
+    if (error.status >= 500 && !(err instanceof StorageUnavailable) && error.code !== 'overloaded' && error.code !== 'not_implemented') {
       const cause: unknown = error.cause ?? err;
       log.error(
         {

@@ -7,8 +7,10 @@
 // The answer is the example of the operation's first 2xx response (the first of its named
 // examples), else a value made from its schema by openapi-sampler (deterministic: the
 // schema's enums, formats, bounds and `example`s). `Prefer: code=404` and
-// `Prefer: example=NAME` choose another, as with Stoplight Prism. Every answer is made and
+// `Prefer: example=NAME` choose another, as with Stoplight Prism; an Error from a response
+// several operations share gets a message naming this one. Every answer is made and
 // checked against its schema here, once, at start-up: one that does not fit stops start-up.
+// A preference the operation cannot meet is its 501, a designed answer: logged at `info`.
 import type { Request, RequestHandler } from 'express';
 import { sample } from 'openapi-sampler';
 import { ApiError } from '../../domain/errors';
@@ -43,6 +45,10 @@ export type MockAnswers = (id: string, method: string, path: string) => RequestH
 export function createMock(doc: OpenApiDocument): MockAnswers {
   const checks = schemaChecks(doc);
   const errorSchema = ((doc.components as Node | undefined)?.schemas as Node | undefined)?.Error;
+  // The responses several operations name (`$ref: '#/components/responses/NotFound'`): the
+  // inlined document keeps one object for each, so an operation's response is shared when
+  // it is one of these. Their examples speak of some operation ("Pet 42 was not found").
+  const shared = new Set(Object.values(((doc.components as Node | undefined)?.responses ?? {}) as Node));
 
   return (id, method, path) => {
     const where = `${id} (${method.toUpperCase()} ${path})`;
@@ -116,12 +122,21 @@ export function createMock(doc: OpenApiDocument): MockAnswers {
         );
       return answer;
     };
+    // A shared response's example is another operation's words: an Error keeps its code
+    // and says which operation's mock it is; any other body is made from the schema.
+    const own = (body: unknown): unknown => {
+      if (!shared.has(response)) return body;
+      if (schema !== errorSchema) return undefined;
+      const code = (body as { code?: unknown } | null)?.code;
+      return { code, message: `A mock ${status} ${String(code)} of ${where}`, status };
+    };
     const named = new Map(
       Object.entries(media.examples ?? {})
-        .filter(([, e]) => e.value !== undefined)
-        .map(([name, e]) => [name, fits({ status, source: `example=${name}`, body: e.value, location })]),
+        .filter(([, e]) => own(e.value) !== undefined)
+        .map(([name, e]) => [name, fits({ status, source: `example=${name}`, body: own(e.value), location })]),
     );
-    let first: Answer | undefined = media.example !== undefined ? { status, source: 'example', body: media.example, location } : undefined;
+    const example = media.example === undefined ? undefined : own(media.example);
+    let first: Answer | undefined = example !== undefined ? { status, source: 'example', body: example, location } : undefined;
     first ??= named.values().next().value;
     if (!first) {
       const made = sample(schema, { skipWriteOnly: true, enablePatterns: true, quiet: true });
