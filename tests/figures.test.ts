@@ -119,7 +119,10 @@ const statements: Array<{ source: Source; spec?: RegExp[]; readme?: RegExp[] }> 
     source: schema('/components/schemas/NewAccount/properties/email/pattern', (p) => Number(/\{0,(\d+)\}/.exec(String(p))?.[1]) + 2),
     spec: [/inner hyphens\) of at most (\d+) characters each/],
   },
-  { source: schema('/components/schemas/NewAccount/properties/email/maxLength'), spec: [/characters each; (\d+) characters in all/] },
+  {
+    source: schema('/components/schemas/NewAccount/properties/email/maxLength'),
+    spec: [/characters each; (\d+) characters in all/, /with an email of at most (\d+) characters/],
+  },
   {
     source: { name: 'SHUTDOWN_DELAY_MS / 1000', value: (_doc, c) => c.shutdownDelayMs / 1000 },
     readme: [/`SHUTDOWN_DELAY_MS` \((\d+) s\)/],

@@ -4,6 +4,7 @@
 import express, { type RequestHandler } from 'express';
 import { fullFormats } from 'ajv-formats/dist/formats';
 import { ApiError } from '../../domain/errors';
+import { textProblem, type TextProblem } from '../../domain/text';
 
 /** JSON nested deeper than this is refused (openapi.yaml, info: x-limits.jsonDepth). */
 export const maxJsonDepth = 32;
@@ -12,22 +13,15 @@ const charsetParam = /;\s*charset\s*=\s*("?)([^";\s]*)\1/i;
 const utf8 = new TextDecoder('utf-8', { fatal: true });
 
 /**
- * What no string of a body may hold, wherever it stands (values and keys): a lone
- * surrogate, which is no character, and U+0000, which PostgreSQL's text cannot store
- * (refused on every engine, so a client meets one behaviour: openapi.yaml, "Text"). With
- * the u flag a surrogate pair is one code point, so only a lone half matches.
+ * The first string of a body (values and keys, at any depth) that no engine would store
+ * as it is (domain/text.ts): a lone surrogate, or U+0000, refused on every engine so that
+ * a client meets one behaviour (openapi.yaml, "Errors").
  */
-const unstorable = /[\p{Cs}\u0000]/u;
-
-function textProblem(value: unknown): 'surrogate' | 'nul' | undefined {
-  const ofString = (text: string) => {
-    const found = unstorable.exec(text)?.[0];
-    return found === undefined ? undefined : found === '\u0000' ? 'nul' : 'surrogate';
-  };
-  if (typeof value === 'string') return ofString(value);
+function bodyTextProblem(value: unknown): TextProblem | undefined {
+  if (typeof value === 'string') return textProblem(value);
   if (typeof value !== 'object' || value === null) return undefined;
   for (const [key, v] of Array.isArray(value) ? value.entries() : Object.entries(value)) {
-    const problem = (typeof key === 'string' ? ofString(key) : undefined) ?? textProblem(v);
+    const problem = (typeof key === 'string' ? textProblem(key) : undefined) ?? bodyTextProblem(v);
     if (problem) return problem;
   }
   return undefined;
@@ -204,7 +198,7 @@ export function bodyReader(limitBytes: number): RequestHandler[] {
     const problem = checkJsonText(text);
     if (problem) return next(new ApiError(problem.code, problem.message, 400));
     // JSON.parse turns a `\ud800` escape into a lone surrogate, which is no character.
-    const unfit = textProblem(body);
+    const unfit = bodyTextProblem(body);
     if (unfit === 'surrogate') {
       return next(
         new ApiError('invalid_json', 'The request body holds a lone surrogate (\\uD800-\\uDFFF) escape, which is no character', 400),

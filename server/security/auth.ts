@@ -5,6 +5,7 @@ import type { Request } from 'express';
 import type { Store } from '../../domain/store';
 import type { Principal } from '../../domain/types';
 import { hashKey } from '../../domain/api-keys';
+import { maxEmailLength, storableUtf8 } from '../../domain/text';
 import { ApiError, forbidden, StorageUnavailable, unauthorized, unavailable } from '../../domain/errors';
 import type { PasswordHashing } from './passwords';
 
@@ -18,8 +19,16 @@ export function principalOf(req: Request): Principal {
   return principal;
 }
 
-/** The Authorization header, parsed once per request (rate limits and security both read it). */
-export type Credentials = { scheme: 'bearer'; key: string } | { scheme: 'basic'; email: string; password: string } | { scheme: 'none' };
+/**
+ * The Authorization header, parsed once per request (rate limits and security both read it).
+ * `refused`: HTTP Basic whose user name or password no account can have (domain/text.ts),
+ * answered 401 with `reason` before anything is looked up or counted.
+ */
+export type Credentials =
+  | { scheme: 'bearer'; key: string }
+  | { scheme: 'basic'; email: string; password: string }
+  | { scheme: 'refused'; reason: string }
+  | { scheme: 'none' };
 
 // Exactly `Bearer <key>` or `Basic <base64>`: the scheme in any case, one token, nothing after it.
 const authorizationHeader = /^(?:(bearer)|basic) +(\S+)$/i;
@@ -27,16 +36,24 @@ const base64 = /^[A-Za-z0-9+/]+={0,2}$/;
 
 export function credentialsOf(req: Request): Credentials {
   if (req.credentials) return req.credentials;
-  let credentials: Credentials = { scheme: 'none' };
-  const match = authorizationHeader.exec(req.headers.authorization ?? '');
-  if (match?.[2] && match[1]) credentials = { scheme: 'bearer', key: match[2] };
-  else if (match?.[2] && base64.test(match[2])) {
-    const decoded = Buffer.from(match[2], 'base64').toString('utf8');
-    const colon = decoded.indexOf(':');
-    if (colon >= 0) credentials = { scheme: 'basic', email: decoded.slice(0, colon), password: decoded.slice(colon + 1) };
-  }
-  req.credentials = credentials;
-  return credentials;
+  req.credentials = parseCredentials(req.headers.authorization ?? '');
+  return req.credentials;
+}
+
+// A Bearer key is only ever hashed (domain/api-keys.ts) before it is looked up, so any text
+// the header holds is safe with it; Basic credentials are looked up and counted as sent.
+function parseCredentials(header: string): Credentials {
+  const match = authorizationHeader.exec(header);
+  if (match?.[2] && match[1]) return { scheme: 'bearer', key: match[2] };
+  if (!match?.[2] || !base64.test(match[2])) return { scheme: 'none' };
+  const decoded = storableUtf8(Buffer.from(match[2], 'base64'));
+  if (decoded === undefined) return { scheme: 'refused', reason: 'The HTTP Basic credentials must be UTF-8 text without U+0000' };
+  const colon = decoded.indexOf(':');
+  if (colon < 0) return { scheme: 'none' };
+  const email = decoded.slice(0, colon);
+  if (email.length > maxEmailLength)
+    return { scheme: 'refused', reason: `The email is longer than any account's (${maxEmailLength} characters)` };
+  return { scheme: 'basic', email, password: decoded.slice(colon + 1) };
 }
 
 /**
@@ -90,6 +107,7 @@ export function createSecurityHandlers(repos: Store, passwords: PasswordHashing)
 
     async basicAuth(req: Request): Promise<boolean> {
       const credentials = credentialsOf(req);
+      if (credentials.scheme === 'refused') refuse(req, unauthorized(credentials.reason));
       if (credentials.scheme !== 'basic') refuse(req, unauthorized('The Authorization header must be `Basic base64(email:password)`'));
       const account = await failClosed(req, () => repos.accounts.findByEmail(credentials.email));
       // An unknown email is checked against a decoy: it costs what a wrong password costs.

@@ -13,6 +13,7 @@
 // Every counter lives in a store made by one factory (in memory by default), the seam
 // for the store shared between processes (server/security/rate-limit-store.ts).
 import { createHash } from 'node:crypto';
+import { isIP } from 'node:net';
 import type { NextFunction, Request, RequestHandler, Response } from 'express';
 import { ipKeyGenerator, type ClientRateLimitInfo, type Options, type Store } from 'express-rate-limit';
 import type { Logger } from 'pino';
@@ -88,8 +89,15 @@ export class ImmediateMemoryStore implements Store {
 const isProbe = (req: Request) => req.path === '/healthz' || req.path === '/readyz';
 
 // An IPv6 client is counted by its /56 (ipKeyGenerator); an IPv4 address is its own key.
+// Behind a proxy the service trusts (TRUST_PROXY), req.ip is an X-Forwarded-For entry,
+// text a client may have written: a key of a count kept in the database (PostgreSQL,
+// WEB_CONCURRENCY) must be an address, not up to 16 KiB of whatever was sent.
 const addressOf = (req: Request) => {
   const ip = req.ip ?? 'unknown';
+  // The socket's own address is one; only a forwarded one is checked.
+  if (req.ip !== undefined && ip !== req.socket.remoteAddress && isIP(ip) === 0) {
+    throw new ApiError('bad_request', 'The client address X-Forwarded-For gives is not an IP address', 400);
+  }
   return ip.includes(':') ? ipKeyGenerator(ip) : ip;
 };
 
