@@ -223,3 +223,25 @@ describe('TRUST_PROXY', () => {
     expect(() => loadConfig({ TRUST_PROXY: value })).toThrow(/TRUST_PROXY/);
   });
 });
+
+describe('the 429 message', () => {
+  /** Every client over its limit, its window ending `inMs` from now: a store at the end of a window. */
+  const overUntil = (inMs: number) => () => ({
+    localKeys: true,
+    init: () => {},
+    increment: () => ({ totalHits: Number.MAX_SAFE_INTEGER, resetTime: new Date(Date.now() + inMs) }),
+    decrement: () => {},
+    resetKey: () => {},
+  });
+
+  it.each([
+    [400, '1 second', '1'],
+    [1_500, '2 seconds', '2'],
+  ])('reads right for a window ending in %i ms: "retry in %s"', async (inMs, words, retryAfter) => {
+    const t = setupApp({ rateLimitStores: overUntil(inMs) });
+    const res = await request(t.app).get('/pets');
+    expectError(res, 429, 'rate_limited');
+    expect(res.body.message).toBe(`Too many requests; retry in ${words}`);
+    expect(res.headers['retry-after']).toBe(retryAfter);
+  });
+});

@@ -156,7 +156,11 @@ function limiter(name: RateLimiterName, store: Store, log: Logger, options: Limi
     // Logged once per client and window, not once per refused request.
     if (hit.totalHits === limit + 1) log.warn({ limiter: name, address: req.ip }, 'rate limit reached');
     onRefusal?.(name);
-    next(new ApiError('rate_limited', `${what}; retry in ${seconds} seconds`, 429, { 'Retry-After': String(seconds) }));
+    next(
+      new ApiError('rate_limited', `${what}; retry in ${seconds} ${seconds === 1 ? 'second' : 'seconds'}`, 429, {
+        'Retry-After': String(seconds),
+      }),
+    );
   };
 
   return (req, res, next) => {
