@@ -3,6 +3,8 @@
 // which fetch() does not allow, so it speaks node:http directly.
 import http from 'node:http';
 import https from 'node:https';
+import net from 'node:net';
+import tls from 'node:tls';
 
 export interface SentRequest {
   method: string;
@@ -10,6 +12,11 @@ export interface SentRequest {
   path: string;
   headers: Record<string, string>;
   body?: string;
+  /**
+   * Written as it is, each header's text as latin1 bytes (a NUL included), on a connection
+   * of its own: for the bytes node:http refuses to send.
+   */
+  raw?: boolean;
 }
 
 export interface ReceivedResponse {
@@ -40,6 +47,7 @@ export class HttpClient {
   }
 
   send(request: SentRequest): Promise<ReceivedResponse> {
+    if (request.raw) return this.sendRaw(request);
     const url = this.url(request.path);
     const started = Date.now();
     const headers: Record<string, string> = { ...request.headers };
@@ -67,6 +75,50 @@ export class HttpClient {
       req.on('timeout', () => req.destroy(new Error(`no answer within ${this.timeoutMs} ms`)));
       req.on('error', reject);
       req.end(body);
+    });
+  }
+
+  /** One request on a connection of its own, read to its end; the server's answer is taken as HTTP/1.1 with a Content-Length or to the close. */
+  private sendRaw(request: SentRequest): Promise<ReceivedResponse> {
+    const url = this.url(request.path);
+    const started = Date.now();
+    const body = request.body === undefined ? undefined : Buffer.from(request.body, 'utf8');
+    let head = `${request.method} ${url.pathname}${url.search} HTTP/1.1\r\nHost: ${url.host}\r\nConnection: close\r\n`;
+    for (const [name, value] of Object.entries(request.headers)) head += `${name}: ${value}\r\n`;
+    if (body) head += `Content-Length: ${body.length}\r\n`;
+    const bytes = Buffer.concat([Buffer.from(`${head}\r\n`, 'latin1'), body ?? Buffer.alloc(0)]);
+    const port = Number(url.port) || (url.protocol === 'https:' ? 443 : 80);
+    return new Promise((resolve, reject) => {
+      const socket =
+        url.protocol === 'https:'
+          ? tls.connect({ host: url.hostname, port, servername: url.hostname })
+          : net.connect({ host: url.hostname, port });
+      const chunks: Buffer[] = [];
+      socket.setTimeout(this.timeoutMs, () => socket.destroy(new Error(`no answer within ${this.timeoutMs} ms`)));
+      socket.on('data', (c: Buffer) => chunks.push(c));
+      socket.on('error', reject);
+      socket.on('close', () => {
+        const all = Buffer.concat(chunks);
+        const end = all.indexOf('\r\n\r\n');
+        const status = /^HTTP\/1\.[01] (\d{3})/.exec(all.toString('latin1'))?.[1];
+        if (end < 0 || !status) return reject(new Error(`no HTTP answer: ${JSON.stringify(all.toString('latin1').slice(0, 80))}`));
+        const headers: Record<string, string> = {};
+        for (const line of all.subarray(0, end).toString('latin1').split('\r\n').slice(1)) {
+          const colon = line.indexOf(':');
+          const name = line.slice(0, colon).trim().toLowerCase();
+          if (colon > 0) headers[name] = headers[name] ? `${headers[name]}, ${line.slice(colon + 1).trim()}` : line.slice(colon + 1).trim();
+        }
+        const length = headers['content-length'] === undefined ? undefined : Number(headers['content-length']);
+        const text = all.subarray(end + 4, length === undefined ? undefined : end + 4 + length).toString('utf8');
+        let json: unknown;
+        try {
+          json = text.length > 0 ? JSON.parse(text) : undefined;
+        } catch {
+          json = undefined;
+        }
+        resolve({ status: Number(status), headers, text, json, durationMs: Date.now() - started });
+      });
+      socket.write(bytes);
     });
   }
 

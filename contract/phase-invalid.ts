@@ -30,7 +30,10 @@ export async function invalidTraffic(run: Run, op: Operation): Promise<void> {
   const valid = run
     .inputs(op, { target, choice: 0 })
     .map((inputs) => (ghost === undefined ? inputs : { ...inputs, pathParams: { ...inputs.pathParams, [param!]: ghost } }));
-  const probes = [...authProbes(run, op), ...(auth ? [...parameterProbes(run, op, auth), ...bodyProbes(run, op, auth)] : [])];
+  const probes = [
+    ...authProbes(run, op),
+    ...(auth ? [...parameterProbes(run, op, auth), ...bodyProbes(run, op, auth), ...textProbes(run, op, auth)] : []),
+  ];
   for (const probe of probes) {
     await requestProperty(run, op, valid, { label: probe.label, expect: probe.expect, numRuns: 1, request: probe.request });
   }
@@ -122,6 +125,82 @@ function bodyProbes(run: Run, op: Operation, auth: Record<string, string>): Prob
   return probes;
 }
 
+/**
+ * Text no database stores as it is, in every text input the operation names: U+0000 and
+ * bytes that are not UTF-8 (0xFF, and a surrogate encoded as UTF-8 would were it a
+ * character) in path, query and header parameters, as percent-escapes in the URL and as
+ * raw bytes in a header; U+0000 and a lone surrogate escape in each string of the body.
+ * Refused wherever the schema or the spec's rule for bodies refuses it; in any case never
+ * a 5xx (checked on every answer).
+ */
+function textProbes(run: Run, op: Operation, auth: Record<string, string>): Probe[] {
+  const probes: Probe[] = [];
+  // Stands for a parameter's value while the request is built, then replaced by the escapes.
+  const marker = 'contract-text-marker';
+  const inUrl: Array<[label: string, escaped: string, decoded: string | undefined]> = [
+    ['U+0000', '%00', '\u0000'],
+    ['the byte 0xFF, which is not UTF-8', '%FF', undefined],
+    ['an encoded surrogate (ED A0 80)', '%ED%A0%80', undefined],
+  ];
+  // What a server may make of a malformed escape: refuse it, or keep the escape as text.
+  const refuses = (p: Param, escaped: string, decoded: string | undefined) =>
+    !acceptsText(run, p, escaped) && (decoded === undefined || !acceptsText(run, p, decoded));
+  for (const p of op.params) {
+    if (p.in === 'header') {
+      const values: Array<[string, string, string[]]> = [
+        ['U+0000', 'a\u0000b', ['a\u0000b', 'a b']],
+        ['bytes that are not UTF-8 (0xFF 0xFE)', 'a\xff\xfeb', ['a\xff\xfeb', 'a\ufffd\ufffdb']],
+      ];
+      for (const [label, value, readings] of values) {
+        // RFC 9110 lets a recipient replace a NUL in a field with a space instead of refusing it.
+        const refused = readings.every((text) => !acceptsText(run, p, text));
+        probes.push({
+          label: `header parameter "${p.name}" holding ${label}`,
+          expect: refused ? { kind: 'invalid' } : { kind: 'not-status', status: 500 },
+          request: (inputs) => ({
+            ...run.build(op, { ...inputs, headers: [...inputs.headers.filter(([h]) => h !== p), [p, value]] }, auth),
+            raw: true,
+          }),
+        });
+      }
+      continue;
+    }
+    for (const [label, escaped, decoded] of inUrl) {
+      probes.push({
+        label: `${p.in} parameter "${p.name}" holding ${label} (${escaped})`,
+        expect: refuses(p, escaped, decoded) ? { kind: 'invalid' } : { kind: 'not-status', status: 500 },
+        request: (inputs) => {
+          const changed: Inputs = { ...inputs, pathParams: { ...inputs.pathParams }, query: inputs.query.filter(([q]) => q !== p) };
+          if (p.in === 'path') changed.pathParams[p.name] = marker;
+          else changed.query.push([p, marker]);
+          const request = run.build(op, changed, auth);
+          return { ...request, path: request.path.replace(marker, escaped) };
+        },
+      });
+    }
+  }
+  const fields = op.body ? (flatten(op.body.schema, run.contract.deref).properties ?? {}) : {};
+  for (const [name, fieldSchema] of Object.entries(fields as Record<string, unknown>)) {
+    const field = flatten(fieldSchema, run.contract.deref);
+    if (typeOf(field) !== 'string' || field.readOnly === true) continue;
+    for (const [label, escape] of [
+      ['U+0000 (\\u0000)', '\\u0000'],
+      ['a lone surrogate escape (\\ud800)', '\\ud800'],
+    ]) {
+      probes.push({
+        label: `body field "${name}" holding ${label}`,
+        expect: { kind: 'invalid' },
+        request: (inputs) => {
+          if (!inputs.body || typeof inputs.body !== 'object' || Array.isArray(inputs.body)) return undefined;
+          const text = JSON.stringify({ ...inputs.body, [name]: marker }).replace(`"${marker}"`, `"a${escape}b"`);
+          return run.build(op, inputs, auth, { rawBody: text });
+        },
+      });
+    }
+  }
+  return probes;
+}
+
 /** Whether a parameter's schema accepts this text, read the way a server coerces it. */
 function acceptsText(run: Run, p: Param, text: string): boolean {
   const schema = inline(run, p.schema);
@@ -149,10 +228,27 @@ export function inline(run: Run, schema: unknown, depth = 0): Schema {
   return toJsonSchema(out) as Schema;
 }
 
-/** Whether an Authorization value is a password login (`Basic` base64 of `user:password`), which a service may count as failed. */
+/** The base64 of these parts, text as UTF-8 and numbers as bytes. */
+const b64bytes = (...parts: Array<string | Buffer | number[]>) =>
+  Buffer.concat(parts.map((p) => (typeof p === 'string' ? Buffer.from(p, 'utf8') : Buffer.from(p)))).toString('base64');
+
+const utf8 = new TextDecoder('utf-8', { fatal: true });
+
+/**
+ * Whether an Authorization value is a password login (`Basic` base64 of `user:password`),
+ * which a service may count as failed: not when the credentials are not UTF-8 or hold
+ * U+0000, which the spec refuses before any login is counted.
+ */
 export function isPasswordLogin(value: string | undefined): boolean {
   const match = /^Basic\s+([A-Za-z0-9+/]+={0,2})$/i.exec(value ?? '');
-  return !!match?.[1] && Buffer.from(match[1], 'base64').toString('utf8').includes(':');
+  if (!match?.[1]) return false;
+  let text: string;
+  try {
+    text = utf8.decode(Buffer.from(match[1], 'base64'));
+  } catch {
+    return false;
+  }
+  return text.includes(':') && !text.includes('\u0000');
 }
 
 /**
@@ -183,6 +279,8 @@ function authProbes(run: Run, op: Operation): Probe[] {
       ['the key under another scheme (Token)', `Token ${key}`],
       ['the key under the Basic scheme', `Basic ${key}`],
       ['Basic credentials where a Bearer key is needed', `Basic ${b64(`${someone()}:some password`)}`],
+      ['Basic credentials holding U+0000 where a Bearer key is needed', `Basic ${b64('a\u0000b@example.com:some password')}`],
+      ['a key holding bytes that are not UTF-8 (0xFF 0xFE)', `Bearer ${key}\xff\xfe`],
       ['"Bearer <key> <extra>"', `Bearer ${key} extra`],
       ['"Bearer,<key>"', `Bearer,${key}`],
       ['a tab between scheme and key', `Bearer\t${key}`],
@@ -202,6 +300,11 @@ function authProbes(run: Run, op: Operation): Probe[] {
       ['Basic credentials that are not base64', 'Basic !!!not-base64!!!'],
       ['"Basic" without credentials', 'Basic'],
       ['a Bearer key where Basic is needed', run.customer.header ?? 'Bearer ps_live_unknown'],
+      // Text no database stores as it is: refused before any account is looked up.
+      ['U+0000 in the Basic email', `Basic ${b64bytes(`a\u0000${email}:some password`)}`],
+      ['U+0000 in the Basic password', `Basic ${b64bytes(`${email}:not\u0000the password`)}`],
+      ['a Basic email with a byte that is not UTF-8 (0xFF)', `Basic ${b64bytes(Buffer.from('a'), [0xff], `${email}:some password`)}`],
+      ['a Basic password with an encoded surrogate (ED A0 80)', `Basic ${b64bytes(`${email}:some password`, [0xed, 0xa0, 0x80])}`],
     ];
     for (const [label, value] of forms) probe(label, value === undefined ? {} : { Authorization: value }, 401);
   }
