@@ -73,16 +73,18 @@ function build(dir: string): void {
 }
 
 function checkImage(): void {
-  const [size, user, health] = podman([
+  const [size, user, health, env] = podman([
     'image',
     'inspect',
     image,
     '--format',
-    '{{.Size}}|{{.Config.User}}|{{json .Config.Healthcheck}}',
+    '{{.Size}}|{{.Config.User}}|{{json .Config.Healthcheck}}|{{json .Config.Env}}',
   ]).split('|');
   check(Number(size) <= maxImageBytes, `the image is ${(Number(size) / 1e6).toFixed(0)} MB, at most ${maxImageBytes / 1e6} MB`);
   check(/^[1-9]\d*(:\d+)?$/.test(user ?? ''), `the image's user is a non-root number (${user})`);
   check((health ?? '').includes('/readyz'), 'the image has a HEALTHCHECK on /readyz');
+  // The build's extra CA is the build stage's secret only.
+  check(!(env ?? '').includes('NODE_EXTRA_CA_CERTS'), "the image's environment names no extra CA");
   // What the build used and the image must not carry; `command -v` prints whatever exists.
   const found = spawnSync(
     'podman',
