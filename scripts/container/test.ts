@@ -129,8 +129,17 @@ async function healthy(container: string): Promise<void> {
 async function makeAdmin(container: string, url: string): Promise<string> {
   const email = 'container-admin@example.com';
   const password = randomBytes(18).toString('base64url');
-  const args = ['exec', '-i', container, 'node', 'dist/scripts/account-create.js', `--email=${email}`, '--admin'];
-  podman(args, `${password}\n`);
+  const args = ['exec', '-i', container, 'node', 'dist/scripts/account-create.js', `--email=${email}`, '--admin', '--exists-ok'];
+  // A command run once, not a service: it gives up when its connection is not made within
+  // DATABASE_TIMEOUT_MS (3 s), which a machine this loaded has once exceeded just after the
+  // stack started. Tried again (--exists-ok: the same account, the same password), said each time.
+  for (let attempt = 1; ; attempt++) {
+    const made = spawnSync('podman', args, { cwd: root, encoding: 'utf8', input: `${password}\n` });
+    if (made.status === 0) break;
+    console.log(`account:create in ${container}, attempt ${attempt}, failed: ${made.stdout}${made.stderr}`.trim());
+    if (attempt === 3) throw new Error(`account:create failed ${attempt} times in ${container}`);
+    await sleep(2_000);
+  }
   const response = await fetch(`${url}/api-keys`, {
     method: 'POST',
     headers: { authorization: `Basic ${Buffer.from(`${email}:${password}`).toString('base64')}`, 'content-type': 'application/json' },
