@@ -6,7 +6,10 @@
 // dist/server/main.js, a copy of server/entry.cjs, which turns V8's compile cache and
 // stack traces through the map on first), and the files the service reads at run time are
 // copied beside it under the same paths, afresh so that a deleted one does not linger
-// (db/files.ts and server/files.ts name them from there).
+// (db/files.ts and server/files.ts name them from there). `account:create` is bundled the
+// same way, into dist/scripts/account-create.js, for installs that have the build but not
+// the sources (an image). dist/runtime-packages.json names the packages the bundles load
+// from node_modules at run time (scripts/runtime-files.mjs copies them into an image).
 // Why one bundle: docs/layout.md, "One bundle".
 //
 // Nothing is done when no input is newer than the last build, as make decides: tsc's own
@@ -17,8 +20,8 @@
 // node_modules, patches/ applied (patch-package is run first), so a production install
 // needs no patching of its own (docs/deployment.md).
 import { execFileSync } from 'node:child_process';
-import { cpSync, existsSync, readFileSync, readdirSync, rmSync, statSync, utimesSync } from 'node:fs';
-import { createRequire } from 'node:module';
+import { cpSync, existsSync, readFileSync, readdirSync, rmSync, statSync, utimesSync, writeFileSync } from 'node:fs';
+import { createRequire, isBuiltin } from 'node:module';
 import { dirname, join } from 'node:path';
 import process from 'node:process';
 import { fileURLToPath } from 'node:url';
@@ -36,6 +39,7 @@ const sources = [
   'tsconfig.build.json',
   'package-lock.json',
   'patches',
+  'scripts/account-create.ts',
   // The recipe itself: a change to it changes what the build writes.
   'scripts/build.mjs',
 ];
@@ -113,10 +117,13 @@ if (sources.some((source) => newest(join(root, source)) > builtAt())) {
     });
   }
   execFileSync(process.execPath, [tsc, '-b', 'tsconfig.build.json'], { cwd: root, stdio: 'inherit' });
-  for (const folder of ['server', 'db', 'generated']) rmSync(join(root, 'dist', folder), { recursive: true, force: true });
-  await esbuild.build({
-    entryPoints: [join(root, 'dist', 'compiled', 'server', 'main.js')],
-    outfile: join(root, 'dist', 'server', 'service.js'),
+  for (const folder of ['server', 'db', 'generated', 'scripts']) rmSync(join(root, 'dist', folder), { recursive: true, force: true });
+  const { metafile } = await esbuild.build({
+    entryPoints: {
+      'server/service': join(root, 'dist', 'compiled', 'server', 'main.js'),
+      'scripts/account-create': join(root, 'dist', 'compiled', 'scripts', 'account-create.js'),
+    },
+    outdir: join(root, 'dist'),
     bundle: true,
     platform: 'node',
     format: 'cjs',
@@ -129,8 +136,20 @@ if (sources.some((source) => newest(join(root, source)) > builtAt())) {
     sourcemap: true,
     sourcesContent: false,
     plugins: [ownMapsOnly],
+    metafile: true,
     logLevel: 'warning',
   });
+  // The external imports that are packages (pg-native among them, which pg tries and does without).
+  const external = Object.values(metafile.outputs)
+    .flatMap((output) => output.imports)
+    .filter((i) => i.external && !isBuiltin(i.path))
+    .map((i) =>
+      i.path
+        .split('/')
+        .slice(0, i.path.startsWith('@') ? 2 : 1)
+        .join('/'),
+    );
+  writeFileSync(join(root, 'dist', 'runtime-packages.json'), `${JSON.stringify([...new Set(external)].sort(), null, 2)}\n`);
   // The entry `npm start` runs: V8's compile cache, stack traces through the source map,
   // then the bundle (server/entry.cjs says why there, whoever starts main.js).
   cpSync(join(root, 'server', 'entry.cjs'), join(root, 'dist', 'server', 'main.js'));

@@ -39,6 +39,7 @@ describe('npm run build', () => {
       'dist',
       'scripts/build.mjs',
       'scripts/start.mjs',
+      'scripts/account-create.ts',
       'scripts/runtime.cjs',
       'tsconfig.json',
       'tsconfig.build.json',
@@ -65,9 +66,14 @@ describe('npm run build', () => {
       'db/migrations/meta/_journal.json',
       'db/pg/migrations/meta/_journal.json',
       'server/pages/docs-assets',
+      'scripts/account-create.js',
     ]) {
       expect(existsSync(built(path))).toBe(true);
     }
+    // What the bundles leave to node_modules, for an image to carry (scripts/runtime-files.mjs).
+    expect(JSON.parse(readFileSync(built('runtime-packages.json'), 'utf8'))).toEqual(
+      expect.arrayContaining(['better-sqlite3', 'swagger-ui-dist', '@opentelemetry/api']),
+    );
   });
 
   it('runs from the bundle alone, finding its migrations, pages and checkpoint thread beside it', async () => {
@@ -87,6 +93,19 @@ describe('npm run build', () => {
         body: JSON.stringify({ email: 'bundle@example.com', password: 'a long enough password' }),
       });
       expect(signUp.status).toBe(201);
+      // account:create, bundled for installs without the sources, makes an admin who can log in.
+      const created = spawnSync(process.execPath, [built('scripts/account-create.js'), '--email=bundle-admin@example.com', '--admin'], {
+        cwd: dir,
+        env: { ...process.env, DATABASE_PATH: join(dir, 'data', 'bundle.db'), LOG_LEVEL: 'error' },
+        input: 'a long enough password\n',
+        encoding: 'utf8',
+      });
+      expect(created.stdout).toContain('Created admin account');
+      const adminKey = await fetch(`${server.url}/api-keys`, {
+        method: 'POST',
+        headers: { Authorization: `Basic ${Buffer.from('bundle-admin@example.com:a long enough password').toString('base64')}` },
+      });
+      expect(adminKey.status).toBe(201);
       // The demo catalogue went in through the migrated schema.
       expect(server.log()).toContain('New database: loaded the demo catalogue');
       // The checkpoint thread starts a second after the service; a missing file would fail it.
