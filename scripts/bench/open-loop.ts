@@ -14,13 +14,15 @@
 //    p99.9 and each server's CPU per request answered (/proc/PID/stat), medians of
 //    interleaved rounds with their spread.
 // Targets: the service's p99 <= 5 ms at 50% and <= 20 ms at 80%, and never above the
-// naive app's at the same rate, for GETs and for orders. BENCH_SKIP_OPEN_LOOP=1 skips the part;
+// naive app's at the same rate, for GETs and for orders. Writes the SVG chart of it all (scripts/bench/chart.ts)
+// to BENCH_SVG (docs/performance.svg by default). BENCH_SKIP_OPEN_LOOP=1 skips the part;
 // BENCH_OPEN_LOOP_SECONDS (10), _ROUNDS (2), _CONNECTIONS (64).
 import { execFile, spawn, spawnSync, type ChildProcess } from 'node:child_process';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { cpus, loadavg, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
+import { chart, type ChartServer } from './chart';
 import { clockTicks, customerKey, freePort, median, num, stat } from './common';
 import { canPin, ensureWrk, wrk } from './wrk';
 
@@ -28,6 +30,7 @@ const root = join(__dirname, '..', '..');
 const seconds = num('BENCH_OPEN_LOOP_SECONDS', 10);
 const rounds = Math.max(1, Math.floor(num('BENCH_OPEN_LOOP_ROUNDS', 2)));
 const connections = num('BENCH_OPEN_LOOP_CONNECTIONS', 64);
+const svgPath = process.env.BENCH_SVG ?? join(root, 'docs', 'performance.svg');
 const fractions = [0.5, 0.8] as const;
 const password = 'a long bench password';
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
@@ -285,6 +288,26 @@ export async function benchOpenLoop(): Promise<void> {
         `| service GET p99 / the naive app's at ${f * 100}% | ${(own / naiveP99).toFixed(2)} | <= 1 | ${own <= naiveP99 ? 'met' : 'NOT met'} |`,
       );
     }
+
+    const servers: ChartServer[] = [
+      { name: 'this service', key: 'service GET' },
+      { name: 'naive Express + validator', key: 'naive GET' },
+      { name: 'Fastify 5 + schema', key: 'fastify GET' },
+      { name: 'bare Express 5 (GET /hello)', key: 'express GET /hello' },
+    ].map(({ name, key }) => ({
+      name,
+      cpuUs: median(fractions.flatMap((f) => cells.get(`${key}|${f}`)?.cpu ?? [])),
+      latency: fractions.map((f) => ({ rate: Math.round(capGet * f), p50: m(`${key}|${f}`, 'p50'), p99: m(`${key}|${f}`, 'p99') })),
+    }));
+    const date = new Date().toISOString().slice(0, 16).replace('T', ' ');
+    writeFileSync(
+      svgPath,
+      chart(
+        servers,
+        `GET /pets/{id}, ${date} UTC, ${cpus().length} shared cores, load ${one?.toFixed(1)}; the generator's floor p99 ${show(m(`trivial|0.8`, 'p99'))} ms at 80%`,
+      ),
+    );
+    console.log(`\nChart: ${svgPath}\n`);
   } finally {
     await Promise.all(procs.map(stop));
     rmSync(dir, { recursive: true, force: true });
