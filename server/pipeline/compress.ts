@@ -27,15 +27,17 @@ export function compressAnswers(): RequestHandler {
     res.vary('Accept-Encoding');
     const accepted = req.headers['accept-encoding'];
     if (accepted === undefined) return next();
-    const end = res.end.bind(res) as (chunk?: unknown, encoding?: BufferEncoding) => Response;
-    res.end = function (this: Response, chunk?: unknown, encoding?: unknown) {
+    const end = res.end.bind(res) as (...args: unknown[]) => Response;
+    res.end = function (this: Response, ...args: unknown[]) {
+      const [chunk, encoding] = args;
       const size =
         typeof chunk === 'string' ? Buffer.byteLength(chunk, encoding as BufferEncoding) : chunk instanceof Uint8Array ? chunk.length : 0;
-      if (size < minBytes || this.statusCode === 204 || this.statusCode === 304 || !compressible(this)) {
-        return end(chunk, encoding as BufferEncoding);
+      // Headers already sent (a body written in parts) cannot say Content-Encoding any more.
+      if (size < minBytes || this.headersSent || this.statusCode === 204 || this.statusCode === 304 || !compressible(this)) {
+        return end(...args);
       }
       const coding = negotiate(accepted);
-      if (coding === 'identity') return end(chunk, encoding as BufferEncoding);
+      if (coding === 'identity') return end(...args);
       const body = typeof chunk === 'string' ? Buffer.from(chunk, encoding as BufferEncoding) : (chunk as Uint8Array);
       const packed = coding === 'br' ? brotliCompressSync(body, brotliOptions) : gzipSync(body, gzipOptions);
       this.setHeader('Content-Encoding', coding);
