@@ -1,7 +1,8 @@
 // The store rules, once, over the storage port (domain/storage.ts), for both engines.
 // Each rule is one transaction that first locks the rows it will decide on (the pet's
 // stock row, the category row), so what it checks is still true when it writes, across
-// processes and instances. A broken rule throws DomainError, which rolls it back; a
+// processes and instances; placing an order is one atomic step of the storage's
+// (placeOrder), given the rule's terms. A broken rule throws DomainError, which rolls it back; a
 // missing row is null/false. The rules are written down once, in docs/decisions.md (Store rules).
 import { randomBytes } from 'node:crypto';
 import { DomainError, type Outcome } from './errors';
