@@ -531,11 +531,16 @@ export function createQueries(db: Db): Queries {
       const row = orderById(isCustomer(viewer)).get({ id, accountId: viewer.accountId });
       return row ? toOrder(row) : null;
     },
-    insertOrder(input, pet) {
-      setStock().run({ petId: input.petId, quantity: pet.stockLeft });
-      if (pet.status !== null) setPetStatus().run({ id: input.petId, status: pet.status });
+    placeOrder(input, terms) {
+      // Under the write lock (a transaction of its own, or the caller's): what it reads holds.
+      const row = inventoryById().get({ id: input.petId });
+      const found = row ? { quantity: row.quantity, status: row.status } : null;
+      if (!found || found.status !== terms.requires || found.quantity < input.quantity) return { placed: null, found };
+      const stockLeft = found.quantity - input.quantity;
+      setStock().run({ petId: input.petId, quantity: stockLeft });
+      if (stockLeft === 0 && terms.whenEmpty !== found.status) setPetStatus().run({ id: input.petId, status: terms.whenEmpty });
       const { lastInsertRowid } = insertOrder().run(input);
-      return toOrder({ ...input, id: Number(lastInsertRowid), complete: false, shipDate: null });
+      return { placed: toOrder({ ...input, id: Number(lastInsertRowid), complete: false, shipDate: null }) };
     },
     completeOrder: (id, shipDate) => toOrder(completeOrder().get({ id, shipDate })),
     deleteOrder(id) {

@@ -124,14 +124,17 @@ export interface Queries {
   listOrders(viewer: Principal, filter: { complete?: boolean | undefined }, page: Page): Awaitable<Order[]>;
   findOrder(viewer: Principal, id: number): Awaitable<Order | null>;
   /**
-   * Inserts the order and writes what placing it decided for its pet, whose stock row the
-   * transaction has locked: the stock left and, when it changes, the status (null: kept).
-   * One statement on PostgreSQL.
+   * Places the order if the pet's stock allows it, as one atomic step (one statement on
+   * PostgreSQL, so no transaction is needed around it): when the pet's status is
+   * `terms.requires` and its stock holds `input.quantity`, takes that from the stock, sets
+   * the status to `terms.whenEmpty` if nothing is left, and inserts the order. Otherwise it
+   * writes nothing and returns the pet's stock and status as it found them (null: no such
+   * pet), for the rule to name the refusal. Locks what it reads, as lockStock does.
    */
-  insertOrder(
+  placeOrder(
     input: { accountId: number; petId: number; quantity: number; createdAt: string },
-    pet: { stockLeft: number; status: PetStatus | null },
-  ): Awaitable<Order>;
+    terms: { requires: PetStatus; whenEmpty: PetStatus },
+  ): Awaitable<{ placed: Order } | { placed: null; found: { quantity: number; status: PetStatus } | null }>;
   completeOrder(id: number, shipDate: string): Awaitable<Order>;
   deleteOrder(id: number): Awaitable<void>;
   /** Some incomplete order of the pet, or null. */

@@ -1,12 +1,13 @@
 // The store rules, once, over the storage port (domain/storage.ts), for both engines.
 // Each rule is one transaction that first locks the rows it will decide on (the pet's
 // stock row, the category row), so what it checks is still true when it writes, across
-// processes and instances. A broken rule throws DomainError, which rolls it back; a
+// processes and instances; placing an order is one atomic step of the storage's
+// (placeOrder), given the rule's terms. A broken rule throws DomainError, which rolls it back; a
 // missing row is null/false. The rules are written down once, in docs/decisions.md (Store rules).
 import { randomBytes } from 'node:crypto';
 import { DomainError, type Outcome } from './errors';
 import { idempotent } from './idempotency';
-import type { Storage } from './storage';
+import type { Queries, Storage } from './storage';
 import type { NewCategory, NewPet, Order, Principal, PetFilter, Page, PetStatus, Role } from './types';
 
 /** The contract bounds stock at 1,000,000 (InventoryUpdate.quantity). */
@@ -176,27 +177,32 @@ export function createStore(storage: Storage, bounds: Bounds = defaultBounds, ev
        * (domain/idempotency.ts).
        */
       async place(input: NewOrder, idempotencyKey?: string): Promise<{ outcome: Outcome<Order>; replayed: boolean }> {
-        const placed = await storage.transaction(async (tx): Promise<{ outcome: Outcome<Order>; replayed: boolean }> => {
-          const now = new Date();
-          const work = async (): Promise<Order> => {
-            const { petId, quantity } = input;
-            const stock = await tx.lockStock(petId);
-            if (!stock) throw new DomainError('pet_not_found', `Pet ${petId} does not exist`);
-            if (stock.status !== 'available') throw new DomainError('pet_not_available', `Pet ${petId} is ${stock.status}, not available`);
-            if (stock.quantity < quantity) {
-              const n = stock.quantity;
-              throw new DomainError('insufficient_stock', `Only ${n} unit${n === 1 ? '' : 's'} of pet ${petId} in stock`);
-            }
-            const stockLeft = stock.quantity - quantity;
-            return tx.insertOrder(
-              { accountId: input.accountId, petId, quantity, createdAt: now.toISOString() },
-              { stockLeft, status: stockLeft === 0 ? 'pending' : null },
-            );
-          };
-          if (idempotencyKey === undefined) return { outcome: { ok: true, value: await work() }, replayed: false };
+        const now = new Date();
+        const work = async (q: Queries): Promise<Order> => {
+          const { petId, quantity } = input;
+          // The checks below run in the storage, in the same atomic step as the writes (one
+          // statement on PostgreSQL); what it found when it refused names the refusal here.
+          const result = await q.placeOrder(
+            { accountId: input.accountId, petId, quantity, createdAt: now.toISOString() },
+            { requires: 'available', whenEmpty: 'pending' },
+          );
+          if (result.placed) return result.placed;
+          const stock = result.found;
+          if (!stock) throw new DomainError('pet_not_found', `Pet ${petId} does not exist`);
+          if (stock.status !== 'available') throw new DomainError('pet_not_available', `Pet ${petId} is ${stock.status}, not available`);
+          const n = stock.quantity;
+          throw new DomainError('insufficient_stock', `Only ${n} unit${n === 1 ? '' : 's'} of pet ${petId} in stock`);
+        };
+        let placed: { outcome: Outcome<Order>; replayed: boolean };
+        if (idempotencyKey === undefined) {
+          // One atomic step of the storage's: no transaction around it.
+          placed = { outcome: { ok: true, value: await work(storage) }, replayed: false };
+        } else {
           const request = { petId: input.petId, quantity: input.quantity };
-          return idempotent(tx, { accountId: input.accountId, key: idempotencyKey, request, now }, work);
-        });
+          placed = await storage.transaction((tx) =>
+            idempotent(tx, { accountId: input.accountId, key: idempotencyKey, request, now }, () => work(tx)),
+          );
+        }
         if (placed.outcome.ok && !placed.replayed) events.orderPlaced?.();
         return placed;
       },

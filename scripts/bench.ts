@@ -3,13 +3,16 @@
 // then tracing off beside on,
 // then the shapes beyond one process by CPU per request: WEB_CONCURRENCY=2 beside one
 // process, PostgreSQL (a throwaway server unless BENCH_PG_URL names one) beside SQLite,
-// one instance beside two. See docs/performance.md; scripts/bench/ holds the parts.
+// one instance beside two, then where compressing an answer pays, then latency at fixed
+// rates (open loop) and its chart. See docs/performance.md; scripts/bench/ holds the parts.
 // A variant of its own, `npm run bench:scale` (scripts/bench/data-scale.ts): every list
 // operation and filter at 1M pets and 1M orders, and what one customer's key can cost.
 import { spawnSync } from 'node:child_process';
 import { existsSync, readdirSync } from 'node:fs';
 import { join } from 'node:path';
+import { benchCompression } from './bench/compression';
 import { benchLoginBurst } from './bench/login-burst';
+import { benchOpenLoop } from './bench/open-loop';
 import { benchOverload } from './bench/overload';
 import { benchMetricsCost } from './bench/metrics-cost';
 import { benchPagination } from './bench/pagination';
@@ -53,6 +56,8 @@ async function main(): Promise<void> {
   if (process.env.BENCH_SKIP_LOGIN_BURST !== '1') await benchLoginBurst();
   console.log('');
   benchShapes();
+  if (process.env.BENCH_SKIP_COMPRESSION !== '1') await benchCompression();
+  if (process.env.BENCH_SKIP_OPEN_LOOP !== '1') await benchOpenLoop();
 }
 
 main().then(

@@ -36,6 +36,7 @@ import { createRateLimiters, memoryStores, type RateLimitStoreFactory } from './
 import { createRateLimitStore } from './security/rate-limit-store';
 import { requestId } from './pipeline/request-id';
 import { probes } from './pages/probes';
+import { compressAnswers } from './pipeline/compress';
 import { createPasswordHashing, type PasswordHashing } from './security/passwords';
 import { createSecurityHandlers } from './security/auth';
 import type { Tracing } from './observability/tracing';
@@ -124,9 +125,9 @@ export function createApp({
     // No browser may guess a type other than the Content-Type (an error echoing input as HTML).
     res.setHeader('X-Content-Type-Options', 'nosniff');
     // The API's GETs are not conditional (openapi.yaml documents no ETag and no 304), so
-    // Express must not answer 304 to a bare `If-None-Match: *`; only /docs serves files
-    // with validators.
-    if (!req.path.startsWith('/docs/')) {
+    // Express must not answer 304 to a bare `If-None-Match: *`; only the pages (/docs and
+    // the contract, server/pages/) serve validators.
+    if (!req.path.startsWith('/docs/') && !req.path.startsWith('/openapi.')) {
       delete req.headers['if-none-match'];
       delete req.headers['if-modified-since'];
     }
@@ -250,6 +251,7 @@ export function createApp({
         shedWhenOverloaded(overload),
         probes(inlined, { ...defaultHandlers, ...handlers }, ctx, config.validateResponses),
         contractAndDocs,
+        compressAnswers(),
         // Before anything may refuse the request, so that refusals carry them; a preflight is answered here.
         browserHeaders(config.corsOrigins),
         dispatch,

@@ -14,6 +14,7 @@ import { repoRoot } from '../scripts/server-process';
 import { configVariables, loadConfig, type Config } from '../server/config';
 import { maxPipelined } from '../server/http/pipelining';
 import { maxJsonDepth } from '../server/pipeline/body';
+import { minBytes } from '../server/pipeline/compress';
 import { maxRequestIdLength } from '../server/pipeline/request-id';
 
 type Doc = { info: { 'x-limits': Record<string, unknown> } } & Record<string, unknown>;
@@ -39,6 +40,7 @@ const serviceDefaults = (c: Config): Array<[key: string, value: number, where: s
   ['activeKeysPerAccount', c.bounds.activeApiKeysPerAccount, 'API_KEYS_PER_ACCOUNT'],
   ['queuedMessagesPerAccount', c.bounds.queuedMessagesPerAccount, 'QUEUED_MESSAGES_PER_ACCOUNT'],
   ['idempotencyKeySeconds', idempotencyRetentionMs / 1000, 'idempotencyRetentionMs, domain/idempotency.ts'],
+  ['compressedAnswerBytes', minBytes, 'minBytes, server/pipeline/compress.ts'],
 ];
 
 interface Source {
@@ -97,6 +99,8 @@ const statements: Array<{ source: Source; spec?: RegExp[]; readme?: RegExp[] }> 
     ],
   },
   { source: limit('idempotencyKeySeconds', 3600), spec: [/Kept per account for (\d+) hours/] },
+  { source: limit('compressedAnswerBytes'), spec: [/JSON answers of at least ([\d,]+) bytes/] },
+  { source: limit('compressedAnswerBytes', 1024), readme: [/JSON answers of (\d+) KB or more/] },
   { source: schema('/components/parameters/Limit/schema/default'), spec: [/`limit` \(default (\d+), 1 to \d+/] },
   { source: schema('/components/parameters/Limit/schema/maximum'), spec: [/`limit` \(default \d+, 1 to (\d+)/, /Page size, 1 to (\d+)/] },
   {

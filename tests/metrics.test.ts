@@ -37,6 +37,8 @@ describe('GET /metrics', () => {
       METRICS_PORT: String(metricsPort),
       MESSAGE_DELIVERY_DELAY_MS: '0',
       SIGNUPS_PER_ADDRESS_PER_HOUR: '1',
+      // A second key is refused inside its transaction: a rolled-back one to count.
+      API_KEYS_PER_ACCOUNT: '1',
     });
   });
 
@@ -54,11 +56,12 @@ describe('GET /metrics', () => {
     const basic = `Basic ${Buffer.from(`${email}:${password}`).toString('base64')}`;
     const made = await fetch(`${base}/api-keys`, { method: 'POST', headers: { Authorization: basic } });
     const { key } = (await made.json()) as { key: string };
+    expect((await fetch(`${base}/api-keys`, { method: 'POST', headers: { Authorization: basic } })).status).toBe(409);
     const auth = { Authorization: `Bearer ${key}` };
-    const send = (method: string, path: string, body?: object) =>
+    const send = (method: string, path: string, body?: object, headers: Record<string, string> = {}) =>
       fetch(`${base}${path}`, {
         method,
-        headers: { ...auth, ...(body && { 'Content-Type': 'application/json' }) },
+        headers: { ...auth, ...(body && { 'Content-Type': 'application/json' }), ...headers },
         ...(body && { body: JSON.stringify(body) }),
       });
 
@@ -66,7 +69,8 @@ describe('GET /metrics', () => {
     expect((await send('GET', '/pets/1')).status).toBe(200);
     expect((await send('GET', '/pets/999999')).status).toBe(404);
     expect((await fetch(`${base}/pets/1`)).status).toBe(401);
-    expect((await send('POST', '/store/orders', { petId: 1, quantity: 1 })).status).toBe(201);
+    // With a key the order is a transaction (its record and the order); without, one statement.
+    expect((await send('POST', '/store/orders', { petId: 1, quantity: 1 }, { 'Idempotency-Key': 'metrics-order' })).status).toBe(201);
     expect((await send('POST', '/store/orders', { petId: 1, quantity: 1000 })).status).toBe(409);
     expect((await send('POST', '/messages', { message: 'hello' })).status).toBe(202);
     expect((await fetch(`${base}/no/such/path`)).status).toBe(404);

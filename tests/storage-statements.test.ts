@@ -1,7 +1,7 @@
 // What placing an order asks of the storage, on the engine the suite runs on, and on
 // PostgreSQL what reaches the server: the hot paths run named prepared statements (parsed
-// and planned once per connection), and an order is written in one statement under the
-// stock row's lock (db/pg/storage.ts); and the pool holds DATABASE_POOL_SIZE connections.
+// and planned once per connection), and an order is checked and written in one statement
+// (db/pg/storage.ts); and the pool holds DATABASE_POOL_SIZE connections.
 import { randomBytes } from 'node:crypto';
 import { Client } from 'pg';
 import { prepareStorage } from '../db/open';
@@ -58,12 +58,28 @@ describe('placing an order through the storage port', () => {
           .slice(from)
           .map(([config]) => (typeof config === 'string' ? config : ((config as { name?: string }).name ?? 'unnamed')));
 
-      it('places an order in four round trips: begin, the stock row locked, one statement writing everything, commit', async () => {
+      it('places an order in one round trip: one statement that checks, takes the stock and inserts, with no transaction around it', async () => {
         const petId = await stockedPet(5);
         const from = spy.mock.calls.length;
         await store.orders.place({ accountId, petId, quantity: 5 });
-        expect(sent(from)).toEqual(['begin', 'lock_stock', 'insert_order', 'commit']);
+        expect(sent(from)).toEqual(['place_order']);
         expect(await storage.findInventory(petId)).toEqual({ petId, quantity: 0, status: 'pending' });
+      });
+
+      it('refuses an order in the same one round trip, writing nothing', async () => {
+        const petId = await stockedPet(2);
+        const from = spy.mock.calls.length;
+        await expect(store.orders.place({ accountId, petId, quantity: 3 })).rejects.toMatchObject({ code: 'insufficient_stock' });
+        expect(sent(from)).toEqual(['place_order']);
+        expect(await storage.findInventory(petId)).toEqual({ petId, quantity: 2, status: 'available' });
+        expect(await query('select id from orders where pet_id = ?', petId)).toEqual([]);
+      });
+
+      it('places an order with an Idempotency-Key in one transaction: the key locked and read, the order, the outcome saved', async () => {
+        const petId = await stockedPet(5);
+        const from = spy.mock.calls.length;
+        await store.orders.place({ accountId, petId, quantity: 1 }, `statements-${petId}`);
+        expect(sent(from)).toEqual(['begin', 'unnamed', 'find_idempotency', 'place_order', 'unnamed', 'commit']);
       });
 
       it("reads a key's owner and a pet with one named statement each", async () => {

@@ -25,7 +25,8 @@ const isUniqueViolation = (error: unknown): boolean => {
 
 const inventoryColumns = { petId: pets.id, quantity: inventory.quantity, status: pets.status };
 
-type Executor = NodePgDatabase<typeof schema>;
+// The pool, or one of its connections inside a transaction (its own prepared statements run on it).
+type Executor = NodePgDatabase<typeof schema> & { $client: Pool | PoolClient };
 
 /** The largest id the spec allows (2^53-1): the end of a keyset range. */
 const maxId = 9007199254740991;
@@ -61,6 +62,38 @@ function keysetPage(equal: Array<[AnyPgColumn, string]>, id: AnyPgColumn): { whe
 const p = sql.placeholder;
 // A placeholder where drizzle's types take a value or SQL only (an update's set).
 const bound = (name: string) => sql`${p(name)}`;
+
+/**
+ * Placing an order in one statement, so in one round trip and without a transaction around
+ * it: the pet's rows locked (FOR UPDATE: under READ COMMITTED a waiter reads them again once
+ * the holder commits, so what it decides on is current), the stock taken only when the
+ * status is $5 and the stock holds $3, the status set to $6 when that leaves 0, and the
+ * order inserted only when the stock was taken. It answers the stock and status it found
+ * beside the order's id (null: refused), and no row without the pet. domain/store.ts names
+ * the terms and the refusals.
+ */
+const placeOrderSql = `
+with pet as (
+  select i.quantity, p.status from pets p join inventory i on i.pet_id = p.id where p.id = $2::bigint for update
+), taken as (
+  update inventory set quantity = pet.quantity - $3::integer from pet
+  where inventory.pet_id = $2::bigint and pet.status = $5::text and pet.quantity >= $3::integer
+  returning inventory.quantity as stock_left
+), emptied as (
+  update pets set status = $6::text where id = $2::bigint and exists (select 1 from taken where stock_left = 0)
+), placed as (
+  insert into orders (account_id, pet_id, quantity, complete, created_at)
+  select $1::bigint, $2::bigint, $3::integer, false, $4::text from taken
+  returning id
+)
+select pet.quantity as stock, pet.status, placed.id from pet left join placed on true`;
+
+interface PlacedRow {
+  stock: number;
+  status: 'available' | 'pending' | 'sold';
+  /** A bigint, which node-postgres reads as a string; null when refused. */
+  id: string | null;
+}
 
 /**
  * The queries, over `db` (the pool, or one pooled connection for a transaction). The ones
@@ -251,27 +284,6 @@ function createQueries(db: Executor): Queries {
       .prepare('set_stock'),
     findOrderAsAdmin: orderById([]).prepare('find_order'),
     findOrderAsCustomer: orderById([eq(orders.accountId, p('accountId'))]).prepare('find_order_of_account'),
-    // What placing an order decided, in one statement: the stock left, the pet's status
-    // when it changes (a null status updates no row), and the order.
-    insertOrder: db
-      .with(
-        db.$with('stock_left').as(
-          db
-            .update(inventory)
-            .set({ quantity: bound('stockLeft') })
-            .where(eq(inventory.petId, p('petId'))),
-        ),
-        db.$with('pet_status').as(
-          db
-            .update(pets)
-            .set({ status: bound('status') })
-            .where(and(eq(pets.id, p('petId')), sql`${p('status')}::text is not null`)),
-        ),
-      )
-      .insert(orders)
-      .values({ accountId: p('accountId'), petId: p('petId'), quantity: p('quantity'), complete: false, createdAt: p('createdAt') })
-      .returning()
-      .prepare('insert_order'),
     completeOrder: db
       .update(orders)
       .set({ complete: true, shipDate: bound('shipDate') })
@@ -414,8 +426,17 @@ function createQueries(db: Executor): Queries {
       );
       return row ? toOrder(row) : null;
     },
-    insertOrder: async (input, pet) =>
-      toOrder((await prepared.insertOrder.execute({ ...input, stockLeft: pet.stockLeft, status: pet.status }))[0]!),
+    async placeOrder(input, terms) {
+      const { rows } = await db.$client.query<PlacedRow>({
+        name: 'place_order',
+        text: placeOrderSql,
+        values: [input.accountId, input.petId, input.quantity, input.createdAt, terms.requires, terms.whenEmpty],
+      });
+      const row = rows[0];
+      if (!row) return { placed: null, found: null };
+      if (row.id === null) return { placed: null, found: { quantity: row.stock, status: row.status } };
+      return { placed: { id: Number(row.id), petId: input.petId, quantity: input.quantity, complete: false } };
+    },
     completeOrder: async (id, shipDate) => toOrder((await prepared.completeOrder.execute({ id, shipDate }))[0]!),
     async deleteOrder(id) {
       await prepared.deleteOrder.execute({ id });

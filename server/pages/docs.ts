@@ -1,6 +1,8 @@
+import { readFileSync, statSync } from 'node:fs';
 import path from 'node:path';
 import express from 'express';
 import { docsAssetsFolder } from '../files';
+import { precompressed } from './precompressed';
 
 // Every byte the page needs comes from this process: the reference must work on
 // a machine with no internet access, and an accidental CDN link must fail
@@ -26,6 +28,18 @@ const SWAGGER_UI_FILES = new Set(['swagger-ui-bundle.js', 'swagger-ui.css', 'fav
 
 const swaggerUiDir = path.dirname(require.resolve('swagger-ui-dist/package.json'));
 
+// The page's own files (docs-assets/).
+const DOCS_FILES = ['docs.css', 'docs.js'];
+
+const typeOf = (file: string) =>
+  file.endsWith('.js')
+    ? 'text/javascript; charset=utf-8'
+    : file.endsWith('.css')
+      ? 'text/css; charset=utf-8'
+      : file.endsWith('.png')
+        ? 'image/png'
+        : 'application/octet-stream';
+
 export function createDocsRouter(spec: Record<string, unknown>): express.Router {
   checkTagParents(spec);
   const page = renderPage(titleOf(spec));
@@ -41,13 +55,24 @@ export function createDocsRouter(spec: Record<string, unknown>): express.Router 
     res.type('html').send(page);
   });
 
-  router.use('/docs/assets', express.static(docsAssetsFolder, { index: false, redirect: false }));
-  router.get('/docs/assets/:file', (req, res, next) => {
-    const file = req.params.file;
-    if (!SWAGGER_UI_FILES.has(file)) return next();
-    res.sendFile(file, { root: swaggerUiDir });
-  });
-
+  // Each file served precompressed (br, gzip) with an ETag; a Range request from the file
+  // itself, by `send` (express.static), which answers 206 and 416.
+  const files = [
+    ...DOCS_FILES.map((file) => ({ file, root: docsAssetsFolder })),
+    ...[...SWAGGER_UI_FILES].map((file) => ({ file, root: swaggerUiDir })),
+  ];
+  for (const { file, root } of files) {
+    const full = path.join(root, file);
+    router.get(
+      `/docs/assets/${file}`,
+      precompressed({
+        type: typeOf(file),
+        read: () => readFileSync(full),
+        modified: () => statSync(full).mtime,
+        ranges: (_req, res, next) => res.sendFile(file, { root, etag: false }, (error) => error && next(error)),
+      }),
+    );
+  }
   return router;
 }
 

@@ -1,0 +1,49 @@
+// JSON answers compressed when the client accepts br or gzip and the body is large enough
+// for it to pay: below `minBytes` the CPU a compression costs is more than the time its
+// saved bytes take on a 100 Mbit/s link (docs/performance.md, "Bytes on the wire"). Done
+// where the answer is written (res.end), in one synchronous call: the bodies are a few KB
+// at most (a page of 100 pets is some 9 KB).
+import { brotliCompressSync, constants, gzipSync, type BrotliOptions, type ZlibOptions } from 'node:zlib';
+import type { RequestHandler, Response } from 'express';
+import { negotiate } from '../content-coding';
+
+/** The smallest JSON body compressed, in bytes (openapi.yaml and the README say it to clients). */
+export const minBytes = 2048;
+
+// The cheapest settings: an answer is compressed on every request, not once.
+const brotliOptions: BrotliOptions = {
+  params: { [constants.BROTLI_PARAM_QUALITY]: 1, [constants.BROTLI_PARAM_MODE]: constants.BROTLI_MODE_TEXT },
+};
+const gzipOptions: ZlibOptions = { level: 1 };
+
+const compressible = (res: Response) => {
+  const type = res.getHeader('Content-Type');
+  return typeof type === 'string' && type.startsWith('application/') && type.includes('json') && !res.hasHeader('Content-Encoding');
+};
+
+/** The step: every answer says it varies by Accept-Encoding; one whose request asks for a coding is compressed as it ends. */
+export function compressAnswers(): RequestHandler {
+  return (req, res, next) => {
+    res.vary('Accept-Encoding');
+    const accepted = req.headers['accept-encoding'];
+    if (accepted === undefined) return next();
+    const end = res.end.bind(res) as (...args: unknown[]) => Response;
+    res.end = function (this: Response, ...args: unknown[]) {
+      const [chunk, encoding] = args;
+      const size =
+        typeof chunk === 'string' ? Buffer.byteLength(chunk, encoding as BufferEncoding) : chunk instanceof Uint8Array ? chunk.length : 0;
+      // Headers already sent (a body written in parts) cannot say Content-Encoding any more.
+      if (size < minBytes || this.headersSent || this.statusCode === 204 || this.statusCode === 304 || !compressible(this)) {
+        return end(...args);
+      }
+      const coding = negotiate(accepted);
+      if (coding === 'identity') return end(...args);
+      const body = typeof chunk === 'string' ? Buffer.from(chunk, encoding as BufferEncoding) : (chunk as Uint8Array);
+      const packed = coding === 'br' ? brotliCompressSync(body, brotliOptions) : gzipSync(body, gzipOptions);
+      this.setHeader('Content-Encoding', coding);
+      this.setHeader('Content-Length', packed.length);
+      return end(packed);
+    } as Response['end'];
+    next();
+  };
+}
