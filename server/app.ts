@@ -17,6 +17,7 @@ import { createStore } from '../domain/store';
 import { handlers as defaultHandlers } from '../handlers';
 import type { AppContext, HandlerTable } from '../handlers/types';
 import { bodyReader, declaredTooLarge } from './pipeline/body';
+import { installJsonSender } from './pipeline/json';
 import { browserHeaders } from './pipeline/browser-headers';
 import { createDocsRouter } from './pages/docs';
 import type { Config } from './config';
@@ -114,6 +115,8 @@ export function createApp({
   const app = express();
   app.disable('x-powered-by');
   app.set('etag', false);
+  // res.json in one write, the checks res.send would repeat on each answer settled here.
+  installJsonSender(app.response);
   app.set('trust proxy', config.trustProxy);
   // Exact routing: /PETS and /pets/ are not /pets (the validator reads these settings too).
   app.set('case sensitive routing', true);

@@ -3,6 +3,12 @@
 // as usual and share the port through node:cluster. The guarantees of one process hold
 // across workers because they live in the database: stock rules are transactions,
 // messages are claimed once, rate-limit budgets are rows (server/security/rate-limit-store.ts).
+// On Linux each worker accepts on a socket of its own on the port (SO_REUSEPORT, Node's
+// `reusePort`), so the kernel spreads connections and the primary passes none: passing
+// each connection over cost the workers a third more CPU per request
+// (docs/performance.md, "Several processes"). A worker that dies loses the connections
+// the kernel had queued on its socket, not yet accepted (reset; its replacement opens a
+// new socket), where one socket held by the primary kept them.
 //
 // SIGTERM/SIGINT are forwarded to every worker; each drains its requests and exits; the
 // primary exits 0 once all have (1 if any did not exit cleanly). A worker that dies on its
@@ -11,6 +17,9 @@ import cluster, { type Worker } from 'node:cluster';
 import type { Logger } from 'pino';
 import type { Config } from './config';
 import { checkListen, prepareStorageWhenReachable } from './startup';
+
+/** What a worker that listens on a socket of its own says to its primary once it does. */
+export const workerListening = { petstore: 'listening' } as const;
 
 export async function startPrimary(config: Config, log: Logger): Promise<void> {
   // Said once here, rather than by every worker failing to listen.
@@ -26,6 +35,9 @@ export async function startPrimary(config: Config, log: Logger): Promise<void> {
 
   const listened = new WeakSet<Worker>();
   cluster.on('listening', (worker: Worker) => listened.add(worker));
+  cluster.on('message', (worker: Worker, message: unknown) => {
+    if ((message as typeof workerListening | undefined)?.petstore === workerListening.petstore) listened.add(worker);
+  });
   cluster.on('exit', (worker: Worker, code, signal) => {
     // A worker that could not start (it said why in one line) would fail again: stop.
     if (!stopping && !listened.has(worker)) {

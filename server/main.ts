@@ -7,7 +7,7 @@ import type { Logger } from 'pino';
 import { openStorage, type ServiceOptions } from '../db/open';
 import { createApp } from './app';
 import { createDeprecatedCallLog } from './deprecation/call-log';
-import { startPrimary } from './cluster';
+import { startPrimary, workerListening } from './cluster';
 import { ConfigError, loadConfig, type Config } from './config';
 import { startDeliveryWorker, type DeliveryWorker } from './delivery-worker';
 import { createHttpServer, createLifecycle } from './http/server';
@@ -69,7 +69,12 @@ async function main(): Promise<void> {
   const { server } = http;
   metrics?.connections(http.connections);
 
-  await listenOrFail(server, config, http.backlog);
+  // A worker accepts on a socket of its own where Linux lets sockets share a port (a port
+  // of 0 would give each worker a different one); the primary then passes no connection.
+  const ownSocket = cluster.isWorker && process.platform === 'linux' && config.port !== 0;
+  await listenOrFail(server, config, http.backlog, ownSocket);
+  // Its primary learns it from this message: a socket of its own is not the primary's to report.
+  if (ownSocket) process.send?.(workerListening);
   const worker: DeliveryWorker = startDeliveryWorker({ storage, config, log, onDelivered: metrics?.delivered });
   overload?.start();
 

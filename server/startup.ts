@@ -54,8 +54,12 @@ const listenReasons: Record<string, string> = {
   EADDRNOTAVAIL: 'the address is not one of this machine',
 };
 
-/** `server.listen`, failing with one line naming HOST and PORT. */
-export function listenOrFail(server: Server, config: Pick<Config, 'host' | 'port'>, backlog?: number): Promise<void> {
+/**
+ * `server.listen`, failing with one line naming HOST and PORT. `ownSocket`: a cluster worker
+ * opens a socket of its own on the port (SO_REUSEPORT), so the kernel spreads the
+ * connections among the workers rather than the primary passing each one over.
+ */
+export function listenOrFail(server: Server, config: Pick<Config, 'host' | 'port'>, backlog?: number, ownSocket = false): Promise<void> {
   return new Promise((resolve, reject) => {
     const fail = (err: NodeJS.ErrnoException) => {
       const reason = (err.code && listenReasons[err.code]) ?? err.message;
@@ -64,7 +68,7 @@ export function listenOrFail(server: Server, config: Pick<Config, 'host' | 'port
       );
     };
     server.once('error', fail);
-    server.listen({ port: config.port, host: config.host, backlog }, () => {
+    server.listen({ port: config.port, host: config.host, backlog, ...(ownSocket && { reusePort: true, exclusive: true }) }, () => {
       server.off('error', fail);
       resolve();
     });

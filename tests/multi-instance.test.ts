@@ -7,7 +7,8 @@
 // and only the rate-limit check spends a client's 30 requests a minute.
 import { execFile } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
-import { mkdtempSync, rmSync } from 'node:fs';
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
@@ -296,4 +297,56 @@ behavesAsOneService('WEB_CONCURRENCY=2 workers on one SQLite file', async () => 
   const server = await startServer({ ...instanceEnv, DATABASE_PATH: databasePath, WEB_CONCURRENCY: '2' }, 60_000);
   servers.push(server);
   return { bases: [server.url], adminEnv: { DATABASE_PATH: databasePath }, logs: () => server.log(), processes: [server], stoppedLines: 3 };
+});
+
+/** A port free now: the workers open their own sockets only on a port named in advance. */
+async function freePort(): Promise<number> {
+  const probe = createServer();
+  await new Promise<void>((r) => probe.listen(0, '127.0.0.1', r));
+  const { port } = probe.address() as { port: number };
+  await new Promise((r) => probe.close(r));
+  return port;
+}
+
+async function clusterOnOwnSockets() {
+  const dir = mkdtempSync(join(tmpdir(), 'petstore-cluster-'));
+  dirs.push(dir);
+  const databasePath = join(dir, 'petstore.db');
+  const port = await freePort();
+  const server = await startServer({ ...instanceEnv, DATABASE_PATH: databasePath, WEB_CONCURRENCY: '2', PORT: String(port) }, 60_000);
+  servers.push(server);
+  return { server, port, databasePath };
+}
+
+behavesAsOneService('WEB_CONCURRENCY=2 workers on a named port (on Linux, a socket each)', async () => {
+  const { server, databasePath } = await clusterOnOwnSockets();
+  return { bases: [server.url], adminEnv: { DATABASE_PATH: databasePath }, logs: () => server.log(), processes: [server], stoppedLines: 3 };
+});
+
+// What the kernel shows: the sockets listening on a port (IPv4), and a process's children.
+const listenersOn = (port: number) =>
+  readFileSync('/proc/net/tcp', 'utf8')
+    .split('\n')
+    .filter((line) => {
+      const [, local, , state] = line.trim().split(/\s+/);
+      return state === '0A' && local?.endsWith(`:${port.toString(16).toUpperCase().padStart(4, '0')}`);
+    }).length;
+const childrenOf = (pid: number) =>
+  readFileSync(`/proc/${pid}/task/${pid}/children`, 'utf8').trim().split(/\s+/).filter(Boolean).map(Number);
+
+(process.platform === 'linux' ? describe : describe.skip)('WEB_CONCURRENCY=2 on Linux', () => {
+  it('has each worker accept on a socket of its own, and replaces a worker that dies with one that does too', async () => {
+    const { server, port } = await clusterOnOwnSockets();
+    const primary = server.child.pid as number;
+    // Two listeners on the port, the workers'; the primary's socket would be one.
+    await eventually(() => (listenersOn(port) === 2 ? true : undefined));
+    const [first] = childrenOf(primary);
+    process.kill(first as number, 'SIGKILL');
+    await eventually(() => (/Worker died; starting another/.test(server.log()) ? true : undefined));
+    await eventually(() => {
+      const workers = childrenOf(primary);
+      return workers.length === 2 && !workers.includes(first as number) && listenersOn(port) === 2 ? true : undefined;
+    }, 30_000);
+    for (let i = 0; i < 10; i++) expect((await fetch(`${server.url}/healthz`)).status).toBe(200);
+  }, 90_000);
 });

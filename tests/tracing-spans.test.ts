@@ -87,3 +87,24 @@ describe('spans', () => {
     expect(spans()).toEqual([]);
   });
 });
+
+describe('a request the sampler leaves out', () => {
+  const { app } = setupApp({ storage: sqlite(), tracing });
+  let buyer: Caller;
+  beforeAll(async () => {
+    buyer = await customer(app);
+  });
+
+  it('is answered, makes no span of its own nor any storage span, and the next sampled one is traced whole', async () => {
+    exporter.reset();
+    // A caller's trace context with the sampled flag off: the default sampler follows its parent.
+    const unsampled = `00-${'a'.repeat(32)}-${'b'.repeat(16)}-00`;
+    const res = await request(app).get('/pets?ids=1').set(buyer.auth).set('traceparent', unsampled);
+    expect(res.status).toBe(200);
+    expect(spans()).toEqual([]);
+    expect((await request(app).get('/pets?ids=1').set(buyer.auth)).status).toBe(200);
+    const server = spans().find((s) => s.kind === SpanKind.SERVER);
+    expect(server?.name).toBe('listPets');
+    expect(spans().some((s) => s.name.startsWith('storage.') && parentOf(s) === server?.spanContext().spanId)).toBe(true);
+  });
+});

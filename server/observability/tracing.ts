@@ -62,6 +62,9 @@ export function serverSpans(tracer: Tracer): RequestHandler {
       parent,
     );
     req.trace = span.spanContext();
+    // A request the sampler left out (a 1% ratio leaves out 99): its ids still go in the
+    // access line and nothing else is done for it; its storage calls see no span and make none.
+    if (!span.isRecording()) return next();
     res.once('close', () => {
       const route = req.operation?.path;
       const status = res.statusCode;
@@ -83,7 +86,7 @@ export function serverSpans(tracer: Tracer): RequestHandler {
 type Method = (...args: unknown[]) => unknown;
 
 /**
- * Each storage call made while a span is current (a request's) becomes its child,
+ * Each storage call made while a recording span is current (a sampled request's) becomes its child,
  * `storage.<name>`; `storage.transaction` is the parent of the calls its work makes. Calls
  * outside a request (message delivery, periodic purges) are not traced.
  */
@@ -91,7 +94,7 @@ export function tracedStorage(storage: Storage, tracer: Tracer): Storage {
   const system = storage.engine === 'postgres' ? 'postgresql' : 'sqlite';
   const run = (name: string, kind: SpanKind, call: () => unknown): unknown => {
     const parent = context.active();
-    if (!trace.getSpan(parent)) return call();
+    if (!trace.getSpan(parent)?.isRecording()) return call();
     const span = tracer.startSpan(`storage.${name}`, { kind, attributes: { 'db.system.name': system, 'db.operation.name': name } }, parent);
     const failed = (error: unknown) => {
       span.recordException(error instanceof Error ? error : String(error));
