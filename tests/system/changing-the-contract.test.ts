@@ -171,7 +171,7 @@ describe('docs/contract.md "Changing the contract", on a copy of the project', (
     );
     expect({ code: refused.code, lines: refused.stderr.trim().split('\n') }).toEqual({
       code: 1,
-      lines: [expect.stringMatching(/^Invalid configuration: MOCK_UNIMPLEMENTED: must not be on when NODE_ENV=production/)],
+      lines: [expect.stringMatching(/^Invalid configuration: MOCK_UNIMPLEMENTED=true: must not be on when NODE_ENV=production/)],
     });
 
     // 4: the handler in place of the stub.
