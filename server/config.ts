@@ -14,6 +14,9 @@ const int = (min: number, max: number) => {
   return z.coerce.number({ error }).int({ error }).min(min, { error }).max(max, { error });
 };
 
+/** Where the SQLite file is when DATABASE_PATH is not set, relative to the working folder. */
+export const defaultDatabasePath = './data/petstore.db';
+
 /** Request bodies larger than this are refused with 413 (openapi.yaml, "Limits"). */
 export const bodyLimitBytes = 64 * 1024;
 
@@ -106,7 +109,7 @@ const tracesExporter = z
 const variables = z.object({
   PORT: int(0, 65535).default(3000),
   HOST: z.string().min(1, 'expected an address to listen on (127.0.0.1, 0.0.0.0, ::)').default('127.0.0.1'),
-  DATABASE_PATH: z.string().min(1, 'expected the path of a SQLite file').default('./data/petstore.db'),
+  DATABASE_PATH: z.string().min(1, 'expected the path of a SQLite file').default(defaultDatabasePath),
   // A cap on the SQLite file, so that it cannot take the whole disk (README "Configuration").
   DATABASE_MAX_SIZE_MB: int(1, 1_000_000_000).optional(),
   // When set, PostgreSQL instead of the SQLite file (docs/deployment.md).
