@@ -149,6 +149,8 @@ describe('npm run build', () => {
         await new Promise((r) => setTimeout(r, 100));
       expect(output).toMatch(/listening on http/);
       expect(output).toContain(marker);
+      // Said before the build, in one line, and only then the service's own lines.
+      expect(output.split('\n')[0]).toBe('Building the service into dist/: its sources changed since the last build');
       expect(readFileSync(built('server/service.js'), 'utf8')).toContain(marker);
     } finally {
       process.kill(-child.pid!, 'SIGTERM');
