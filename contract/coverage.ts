@@ -54,11 +54,12 @@ export function reason(run: Run, op: Operation, status: string): string | undefi
     return 'answered before routing to a declared Content-Length over the limit; this operation takes no body';
   if (status === '503') return 'needs the database to be unreachable; the suite does not inject faults';
   if (status.startsWith('5')) return "needs a fault on the service's side; the suite does not inject faults";
-  if (op.role && !run.admin && status !== '401' && status !== '403') return `needs a key with the ${op.role} role (--admin-key)`;
+  if (op.role && !run.admin && status !== '401' && status !== '403')
+    return `needs a key with the ${op.role} role (PETSTORE_ADMIN_KEY or --admin-key-file)`;
   // A business-rule conflict can hinge on state only an admin makes (a completed order).
   const roles = run.contract.operations.filter((o) => o.role).map((o) => o.role);
   if (!run.admin && roles.length > 0 && (status === '409' || status === '422')) {
-    return `may need state that only operations for the ${roles[0]} role make (no --admin-key)`;
+    return `may need state that only operations for the ${roles[0]} role make (no admin key)`;
   }
   return run.skipped.get(op.id) && !['400', '401', '403'].includes(status) ? run.skipped.get(op.id) : undefined;
 }

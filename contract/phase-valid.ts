@@ -13,7 +13,10 @@ import { isSuccess, type Resource, type Run } from './run-state';
 export async function exercise(run: Run, op: Operation): Promise<void> {
   const auth = run.authFor(op);
   if (!auth) {
-    run.skipped.set(op.id, op.role ? `needs a key with the ${op.role} role (--admin-key)` : 'no credentials for its security scheme');
+    run.skipped.set(
+      op.id,
+      op.role ? `needs a key with the ${op.role} role (PETSTORE_ADMIN_KEY or --admin-key-file)` : 'no credentials for its security scheme',
+    );
   } else if (run.producerMade(op)) {
     await exerciseCreate(run, op);
   } else if (run.itemParam(op)) {

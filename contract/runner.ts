@@ -94,7 +94,7 @@ async function setUp(run: Run): Promise<void> {
     const why = last
       ? `${last.request.method} ${last.request.path} answered ${last.response.status} ${last.response.text.slice(0, 200)}`
       : 'the spec has no public sign-up and key issuer';
-    throw new CannotCheck(`no customer key: pass --key (the suite's own sign-up did not give one: ${why})`);
+    throw new CannotCheck(`no customer key: set PETSTORE_KEY or pass --key-file (the suite's own sign-up did not give one: ${why})`);
   }
   let adminKey = run.o.adminKey;
   if (!adminKey && run.o.adminCredentials && issuer) {
