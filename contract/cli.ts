@@ -64,7 +64,10 @@ const usage = (program: Program) => `Usage: ${program.name} --base-url URL [opti
   --runs N          resources made per create operation and samples per read (default 3)
   --spec PATH       the contract to check against (default: the openapi.yaml the suite carries)
   --body-limit N    bytes above which a body must be refused with 413 (default: the spec's)
-  --verbose, -v     print every request and its answer, one line each
+  --limits          also spend the request limit (to see each operation's 429, then wait out
+                    its window) and the keys one account may hold (the key issuer's 409);
+                    without it a run stays inside every limit and waits out no window
+  --verbose, -v     print every request and its answer, one line each, and the coverage table
   --version         print the suite's version and the contract's
 ${program.usage ?? ''}
 Keys are never taken on the command line, which process lists and CI logs show.
@@ -83,6 +86,7 @@ const options = {
   runs: { type: 'string' },
   spec: { type: 'string' },
   'body-limit': { type: 'string' },
+  limits: { type: 'boolean' },
   verbose: { type: 'boolean', short: 'v' },
   version: { type: 'boolean' },
   help: { type: 'boolean', short: 'h' },
@@ -240,6 +244,7 @@ export async function main(argv: string[], program: Program): Promise<number> {
 
   const repeat = [`--seed ${seed}`];
   if (runs !== 3) repeat.push(`--runs ${runs}`);
+  if (values.limits) repeat.push('--limits');
   if (values.spec) repeat.push(`--spec ${String(values.spec)}`);
   for (const [name, config] of Object.entries(program.options ?? {})) {
     if (config.type === 'boolean' && values[name]) repeat.push(`--${name}`);
@@ -282,6 +287,7 @@ export async function main(argv: string[], program: Program): Promise<number> {
     const result = await runSuite({
       rateLimitReason: "the service's rate limit was not reached by this run's traffic",
       ...target.options,
+      limits: values.limits === true || target.options?.limits === true,
       seed,
       runs,
       bodyLimitBytes,
@@ -325,7 +331,7 @@ export async function main(argv: string[], program: Program): Promise<number> {
     }
     if (values.json) write(values.json as string, jsonReport(result, ctx));
     // The count line closes the output, as CI systems read it.
-    console.log(formatReport(result, reproduce, 40, outside.length));
+    console.log(formatReport(result, reproduce, { verbose: values.verbose === true, outside: outside.length, junit: junitFile }));
     const failed = result.exchanges.some((e) => e.failures.length > 0) || result.gaps.length > 0 || outside.length > 0;
     return failed ? 1 : 0;
   } catch (error) {

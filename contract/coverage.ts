@@ -46,6 +46,9 @@ export function coverage(run: Run): CoverageRow[] {
 
 export function reason(run: Run, op: Operation, status: string): string | undefined {
   if (status === '429') return run.o.rateLimitedClient || run.spentRateLimit ? undefined : (run.rateLimitNote ?? run.o.rateLimitReason);
+  const keys = run.stated.activeKeysPerAccount;
+  if (status === '409' && keys && !run.o.limits && op === run.accountOperations().issuer)
+    return `reaching the bound of ${keys} active keys takes ${keys} password checks of one account: run with --limits`;
   if (status === '410' && op.deprecated) return "answered only after the operation's x-deprecated-sunset";
   // Framing answers (openapi.yaml, "Order of checks"): the HTTP server's, before routing.
   if (status === '408') return 'answered by the HTTP server to a request that stalls past its timeout; the suite sends whole requests';

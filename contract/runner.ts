@@ -47,8 +47,10 @@ export async function runSuite(options: RunOptions): Promise<RunResult> {
   if (run.o.rateLimitedClient) {
     run.log('Rate limit, on the rate-limited instance');
     await rateLimitPhase(run, run.o.rateLimitedClient);
-  } else {
+  } else if (run.o.limits) {
     await spendRateLimitPhase(run);
+  } else {
+    run.rateLimitNote = 'reaching it means spending the request limit and waiting out its window: run with --limits';
   }
   await leftAsFound(run);
   const rows = coverage(run);

@@ -4,7 +4,7 @@
 # (no setting changed: the limits are the shipped ones), writing a JUnit file, which
 # junitparser (Debian's python3-junitparser) must read with the counts of the JSON report.
 # Afterwards the runner's address must not be locked out of password logins nor out of
-# requests, and the run must have taken at most 5 minutes. Needs the project's Node on PATH
+# requests, and the run must have taken at most 90 s (no --limits: it waits out no window). Needs the project's Node on PATH
 # and a build (npm scripts and .ci/run put them there).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -61,7 +61,8 @@ if [ "$status" -ne 0 ]; then
   exit 1
 fi
 echo "the packed contract suite passed against the default configuration in ${took} s"
-[ "$took" -le 300 ] || { echo "it took ${took} s, more than 5 minutes" >&2; exit 1; }
+# About 45 s on a shared 2-core machine (contract/README.md): 90 s leaves a busy runner room.
+[ "$took" -le 90 ] || { echo "it took ${took} s, more than 90 s" >&2; exit 1; }
 
 # A real JUnit reader reads what the JSON report says.
 /usr/bin/python3 scripts/junit-summary.py "$dir/reports/contract.xml" >"$dir/read.json"
