@@ -110,7 +110,7 @@ const variables = z.object({
   PORT: int(0, 65535).default(3000),
   HOST: z.string().min(1, 'expected an address to listen on (127.0.0.1, 0.0.0.0, ::)').default('127.0.0.1'),
   DATABASE_PATH: z.string().min(1, 'expected the path of a SQLite file').default(defaultDatabasePath),
-  // A cap on the SQLite file, so that it cannot take the whole disk (README "Configuration").
+  // A cap on the SQLite file, so that it cannot take the whole disk (docs/configuration.md).
   DATABASE_MAX_SIZE_MB: int(1, 1_000_000_000).optional(),
   // When set, PostgreSQL instead of the SQLite file (docs/deployment.md).
   DATABASE_URL: z
@@ -121,7 +121,7 @@ const variables = z.object({
   DATABASE_STARTUP_TIMEOUT_S: int(0, 3_600).default(60),
   // Connections each process keeps to PostgreSQL (docs/deployment.md).
   DATABASE_POOL_SIZE: int(1, 1_000).default(10),
-  // The bound on every wait on the database: connection, statement, lock (README "Configuration").
+  // The bound on every wait on the database: connection, statement, lock (docs/configuration.md).
   DATABASE_TIMEOUT_MS: int(100, 600_000).default(defaultDatabaseTimeoutMs),
   WEB_CONCURRENCY: int(1, 64).default(1),
   RATE_LIMIT_PER_MINUTE: int(1, 1_000_000).default(600),
@@ -129,7 +129,7 @@ const variables = z.object({
   LOGIN_FAILURES_PER_ACCOUNT: int(1, 1_000_000).default(10),
   LOGIN_FAILURES_PER_ADDRESS: int(1, 1_000_000).default(30),
   LOGIN_LOCKOUT_MINUTES: int(1, 1_440).default(15),
-  // Password checks (HTTP Basic, successful or not) a minute per account: README "Configuration".
+  // Password checks (HTTP Basic, successful or not) a minute per account: docs/configuration.md.
   PASSWORD_CHECKS_PER_MINUTE: int(1, 1_000_000).default(30),
   SIGNUPS_PER_ADDRESS_PER_HOUR: int(1, 1_000_000).default(10),
   // Password hashes at once per process, and how many may wait (docs/operations.md, "Password hashing").
@@ -178,7 +178,7 @@ const variables = z.object({
   OTEL_EXPORTER_OTLP_TRACES_ENDPOINT: otlpEndpoint.optional(),
 });
 
-/** Every environment variable the service reads (the README's configuration table lists them). */
+/** Every environment variable the service reads (docs/configuration.md lists them). */
 export const configVariables = Object.keys(variables.shape);
 
 const schema = variables
