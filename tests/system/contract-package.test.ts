@@ -191,6 +191,8 @@ describe('the contract suite, packed and installed alone', () => {
       });
       expect(viaNpm.stdout + viaNpm.stderr).toContain('> tsx scripts/test-contract.ts --base-url http://127.0.0.1:9');
       expect(viaNpm.stdout + viaNpm.stderr).not.toContain(key.slice(8));
+      // A remote target needs no build of this repository (no pre-script runs one).
+      expect(viaNpm.stdout + viaNpm.stderr).not.toMatch(/pretest:contract|npm run build|Building the service/);
     });
   });
 });
