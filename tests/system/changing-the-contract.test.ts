@@ -231,6 +231,15 @@ describe('docs/contract.md "Changing the contract", on a copy of the project', (
     expect(changelog.out).toContain(
       '## Added operations\n\n- `GET /categories/{categoryId}/pets` (`listCategoryPets`): List the pets of a category\n',
     );
+    // The release recipe ("Publishing the changelog"), all but its upload, once the copy has a release tag.
+    const recipe = blocks(section('Publishing the changelog'), 'sh')[0] ?? '';
+    const [describe = '', write = '', upload = ''] = recipe.trim().split('\n');
+    expect(upload).toMatch(/^gh release create /);
+    const script = `set -euo pipefail\n${describe}\n${write}`;
+    expect(await run('bash', '-c', script)).toEqual({ code: expect.any(Number), out: expect.stringContaining('No names found') });
+    expect(await run('git', 'tag', 'v1.0.0')).toMatchObject({ code: 0 });
+    expect(await run('bash', '-c', script)).toMatchObject({ code: 0 });
+    expect(readFileSync(join(dir, 'CHANGELOG-api.md'), 'utf8')).toContain('## Added operations');
 
     // The operation removed again: its handler is named as left behind.
     const grown = readFileSync(join(dir, 'openapi.yaml'), 'utf8');
