@@ -61,7 +61,7 @@ if [ "$status" -ne 0 ]; then
   exit 1
 fi
 echo "the packed contract suite passed against the default configuration in ${took} s"
-# About 45 s on a shared 2-core machine (contract/README.md): 90 s leaves a busy runner room.
+# About a minute on a shared 2-core machine (contract/README.md): 90 s leaves a busy runner room.
 [ "$took" -le 90 ] || { echo "it took ${took} s, more than 90 s" >&2; exit 1; }
 
 # A real JUnit reader reads what the JSON report says.
