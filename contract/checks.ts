@@ -128,6 +128,10 @@ export function check(exchange: Omit<Exchange, 'failures'>, contract: Contract, 
 
   // Location on a create, where the spec documents it: present, and naming the new resource.
   const spec = op ? documented(op, status) : undefined;
+  // The headers the answer declares `required` (X-Request-Id, X-Content-Type-Options, ...) are sent.
+  const absent = (spec?.requiredHeaders ?? []).filter((name) => response.headers[name.toLowerCase()] === undefined);
+  if (absent.length > 0)
+    failures.push(`no ${absent.join(', ')} header on ${status}, though the spec declares ${absent.length === 1 ? 'it' : 'them'} required`);
   if (spec && (status === 201 || status === 202) && spec.headers.some((h) => h.toLowerCase() === 'location')) {
     const location = response.headers.location;
     const id = (body as { id?: unknown } | undefined)?.id;

@@ -1,11 +1,12 @@
-// petstore-contract --base-url URL [--key KEY] [--admin-key KEY] [--junit FILE] [--json FILE] [--seed N] [--runs N] [--spec PATH]
+// petstore-contract --base-url URL [--key-file FILE] [--admin-key-file FILE] [--junit FILE] [--json FILE] [--seed N] [--runs N] [--spec PATH]
+// (keys from PETSTORE_KEY and PETSTORE_ADMIN_KEY, or the files: never from the command line)
 //
 // Tells whether a running service honours the contract. Exit codes: 0 it conforms, 1 it
 // does not (each failure printed, and in the reports), 2 nothing could be checked (a
 // usage error, no answer from the URL, a key refused), said in one line on stderr.
 // The package's bin runs this against any URL; the service's repository runs it through
 // scripts/test-contract.ts, which can also start the service itself (`npm run test:contract`).
-import { mkdirSync, writeFileSync } from 'node:fs';
+import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { dirname } from 'node:path';
 import { parseArgs, type ParseArgsConfig } from 'node:util';
 import pkg from './package.json';
@@ -51,9 +52,11 @@ export const tool = `${pkg.name} ${pkg.version}`;
 const usage = (program: Program) => `Usage: ${program.name} --base-url URL [options]
 
   --base-url URL    the service to check (traffic goes only there)
-  --key KEY         a customer's API key on it; without it, the account the suite signs up
-  --admin-key KEY   a key of the role that x-required-role operations need, so that they are
-                    covered beyond 401 and 403
+  --key-file FILE   a file holding a customer's API key there (or the variable PETSTORE_KEY);
+                    without either, the key of the account the suite signs up
+  --admin-key-file FILE
+                    a file holding a key of the role x-required-role operations need (or the
+                    variable PETSTORE_ADMIN_KEY), so that they are covered beyond 401 and 403
   --junit FILE      write JUnit XML there (a test case per request and per documented status),
                     and the JSON report beside it (FILE with .json)
   --json FILE       write the JSON report there
@@ -61,21 +64,29 @@ const usage = (program: Program) => `Usage: ${program.name} --base-url URL [opti
   --runs N          resources made per create operation and samples per read (default 3)
   --spec PATH       the contract to check against (default: the openapi.yaml the suite carries)
   --body-limit N    bytes above which a body must be refused with 413 (default: the spec's)
-  --verbose, -v     print every request and its answer, one line each
+  --limits          also spend the request limit (to see each operation's 429, then wait out
+                    its window) and the keys one account may hold (the key issuer's 409);
+                    without it a run stays inside every limit and waits out no window
+  --verbose, -v     print every request and its answer, one line each, and the coverage table
   --version         print the suite's version and the contract's
 ${program.usage ?? ''}
+Keys are never taken on the command line, which process lists and CI logs show.
 Exit codes: 0 conforms, 1 conformance failures, 2 cannot check (one line on stderr).`;
 
 const options = {
   'base-url': { type: 'string' },
+  // Refused with a word on what to use instead (keysOf).
   key: { type: 'string' },
   'admin-key': { type: 'string' },
+  'key-file': { type: 'string' },
+  'admin-key-file': { type: 'string' },
   junit: { type: 'string' },
   json: { type: 'string' },
   seed: { type: 'string' },
   runs: { type: 'string' },
   spec: { type: 'string' },
   'body-limit': { type: 'string' },
+  limits: { type: 'boolean' },
   verbose: { type: 'boolean', short: 'v' },
   version: { type: 'boolean' },
   help: { type: 'boolean', short: 'h' },
@@ -94,11 +105,53 @@ function write(file: string, text: string): void {
   writeFileSync(file, text);
 }
 
+/** A key the run uses, and where it came from, to name in a message. */
+interface GivenKey {
+  key: string;
+  from: string;
+}
+
+/**
+ * The keys, from PETSTORE_KEY / PETSTORE_ADMIN_KEY or a file (--key-file / --admin-key-file,
+ * which win): never from the command line, where every process list shows them and CI logs
+ * too (npm echoes the command it runs). A string is why they cannot be read.
+ */
+function keysOf(values: Values, env: NodeJS.ProcessEnv): { customer?: GivenKey; admin?: GivenKey } | string {
+  const keys: { customer?: GivenKey; admin?: GivenKey } = {};
+  for (const [role, option, variable] of [
+    ['customer', 'key', 'PETSTORE_KEY'],
+    ['admin', 'admin-key', 'PETSTORE_ADMIN_KEY'],
+  ] as const) {
+    if (values[option] !== undefined) {
+      return `--${option} is not taken: a key on the command line is in every process list, and in CI logs (npm echoes the command); set ${variable} or pass --${option}-file FILE`;
+    }
+    const file = values[`${option}-file`] as string | undefined;
+    if (file !== undefined) {
+      let key: string;
+      try {
+        key = readFileSync(file, 'utf8').trim();
+      } catch (error) {
+        return `cannot read --${option}-file ${file}: ${error instanceof Error ? error.message : String(error)}`;
+      }
+      if (!key) return `--${option}-file ${file} is empty`;
+      keys[role] = { key, from: `--${option}-file ${file}` };
+    } else if (env[variable]?.trim()) {
+      keys[role] = { key: env[variable].trim(), from: variable };
+    }
+  }
+  return keys;
+}
+
 /**
  * Before any traffic: the URL answers, and the keys given are taken (a GET that needs a
  * key and nothing else; for the admin key, one that needs its role when there is one).
  */
-async function preflight(client: HttpClient, contract: Contract, baseUrl: string, values: Values): Promise<void> {
+async function preflight(
+  client: HttpClient,
+  contract: Contract,
+  baseUrl: string,
+  keys: { customer?: GivenKey; admin?: GivenKey },
+): Promise<void> {
   const plain = (role: boolean) =>
     contract.operations.find(
       (op) =>
@@ -120,16 +173,17 @@ async function preflight(client: HttpClient, contract: Contract, baseUrl: string
     return typeof message === 'string' ? `${res.status}: ${message}` : String(res.status);
   };
   const probe = plain(false) ?? plain(true);
-  const key = values.key as string | undefined;
-  const answer = await ask(probe?.path ?? contract.paths[0] ?? '/', key);
-  if (key && probe && answer.status === 401) throw new CannotCheck(`${baseUrl} refused the --key (${said(answer)})`);
-  const admin = values['admin-key'] as string | undefined;
+  const { customer, admin } = keys;
+  const answer = await ask(probe?.path ?? contract.paths[0] ?? '/', customer?.key);
+  if (customer && probe && answer.status === 401) throw new CannotCheck(`${baseUrl} refused the key of ${customer.from} (${said(answer)})`);
   if (admin && probe) {
     const roleProbe = plain(true);
-    const res = await ask((roleProbe ?? probe).path, admin);
-    if (res.status === 401) throw new CannotCheck(`${baseUrl} refused the --admin-key (${said(res)})`);
+    const res = await ask((roleProbe ?? probe).path, admin.key);
+    if (res.status === 401) throw new CannotCheck(`${baseUrl} refused the key of ${admin.from} (${said(res)})`);
     if (roleProbe && res.status === 403) {
-      throw new CannotCheck(`the --admin-key is not a key of the ${roleProbe.role} role: GET ${roleProbe.path} answered ${said(res)}`);
+      throw new CannotCheck(
+        `the key of ${admin.from} is not a key of the ${roleProbe.role} role: GET ${roleProbe.path} answered ${said(res)}`,
+      );
     }
   }
 }
@@ -179,7 +233,10 @@ export async function main(argv: string[], program: Program): Promise<number> {
       return cannotCheck(`--base-url ${remote} is not an http:// or https:// URL`);
     }
   }
-  if (!remote && (values.key || values['admin-key'])) return cannotCheck('--key and --admin-key go with --base-url');
+  const keys = keysOf(values, process.env);
+  if (typeof keys === 'string') return cannotCheck(keys);
+  // A local run makes its own accounts: keys for some other service are not for it.
+  if (!remote && (values['key-file'] || values['admin-key-file'])) return cannotCheck('--key-file and --admin-key-file go with --base-url');
   const bodyLimitBytes = values['body-limit'] !== undefined ? Number(values['body-limit']) : bodyLimitOf(contract);
   if (bodyLimitBytes === undefined || !Number.isInteger(bodyLimitBytes) || bodyLimitBytes < 1) {
     return cannotCheck('the spec states no body limit (info.x-limits.bodyBytes, or "bodies over N KiB"): pass --body-limit');
@@ -187,16 +244,14 @@ export async function main(argv: string[], program: Program): Promise<number> {
 
   const repeat = [`--seed ${seed}`];
   if (runs !== 3) repeat.push(`--runs ${runs}`);
+  if (values.limits) repeat.push('--limits');
   if (values.spec) repeat.push(`--spec ${String(values.spec)}`);
   for (const [name, config] of Object.entries(program.options ?? {})) {
     if (config.type === 'boolean' && values[name]) repeat.push(`--${name}`);
   }
+  // The keys as this run had them: the files named, the variables set again by whoever repeats it.
   if (remote)
-    repeat.push(
-      `--base-url ${remote}`,
-      ...(values.key ? ['--key <KEY>'] : []),
-      ...(values['admin-key'] ? ['--admin-key <ADMIN_KEY>'] : []),
-    );
+    repeat.push(`--base-url ${remote}`, ...[keys.customer, keys.admin].filter((k) => k?.from.startsWith('--')).map((k) => k!.from));
   const reproduce = `Reproduce with: ${program.name} ${repeat.join(' ')}`;
 
   const startedAt = new Date();
@@ -209,7 +264,7 @@ export async function main(argv: string[], program: Program): Promise<number> {
     if (remote) {
       target = {
         baseUrl: remote,
-        options: { customerKey: values.key as string | undefined, adminKey: values['admin-key'] as string | undefined },
+        options: { customerKey: keys.customer?.key, adminKey: keys.admin?.key },
         stop: async () => {},
       };
     } else {
@@ -217,18 +272,22 @@ export async function main(argv: string[], program: Program): Promise<number> {
     }
     const direct = new HttpClient(target.baseUrl);
     clients.push(direct);
-    await preflight(direct, contract, target.baseUrl, values);
+    await preflight(direct, contract, target.baseUrl, remote ? keys : {});
     if (program.around) target = await program.around(values, target, specPath);
     const client = target.client ?? direct;
     if (client !== direct) clients.push(client);
     console.log(
       `Contract: ${specPath} (${info?.title ?? '?'} ${info?.version ?? '?'}, ${contract.operations.length} operations); seed ${seed}; runs ${runs}`,
     );
-    console.log(`Checking ${target.baseUrl} with ${tool}`);
+    const used = remote ? [keys.customer, keys.admin].filter((k) => k !== undefined) : [];
+    console.log(
+      `Checking ${target.baseUrl} with ${tool}${used.length ? `; keys from ${used.map((k) => `${k.from} (…${k.key.slice(-4)})`).join(' and ')}` : ''}`,
+    );
     let streamed = 0;
     const result = await runSuite({
       rateLimitReason: "the service's rate limit was not reached by this run's traffic",
       ...target.options,
+      limits: values.limits === true || target.options?.limits === true,
       seed,
       runs,
       bodyLimitBytes,
@@ -272,7 +331,7 @@ export async function main(argv: string[], program: Program): Promise<number> {
     }
     if (values.json) write(values.json as string, jsonReport(result, ctx));
     // The count line closes the output, as CI systems read it.
-    console.log(formatReport(result, reproduce, 40, outside.length));
+    console.log(formatReport(result, reproduce, { verbose: values.verbose === true, outside: outside.length, junit: junitFile }));
     const failed = result.exchanges.some((e) => e.failures.length > 0) || result.gaps.length > 0 || outside.length > 0;
     return failed ? 1 : 0;
   } catch (error) {

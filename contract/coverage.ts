@@ -46,6 +46,9 @@ export function coverage(run: Run): CoverageRow[] {
 
 export function reason(run: Run, op: Operation, status: string): string | undefined {
   if (status === '429') return run.o.rateLimitedClient || run.spentRateLimit ? undefined : (run.rateLimitNote ?? run.o.rateLimitReason);
+  const keys = run.stated.activeKeysPerAccount;
+  if (status === '409' && keys && !run.o.limits && op === run.accountOperations().issuer)
+    return `reaching the bound of ${keys} active keys takes ${keys} password checks of one account: run with --limits`;
   if (status === '410' && op.deprecated) return "answered only after the operation's x-deprecated-sunset";
   // Framing answers (openapi.yaml, "Order of checks"): the HTTP server's, before routing.
   if (status === '408') return 'answered by the HTTP server to a request that stalls past its timeout; the suite sends whole requests';
@@ -54,11 +57,12 @@ export function reason(run: Run, op: Operation, status: string): string | undefi
     return 'answered before routing to a declared Content-Length over the limit; this operation takes no body';
   if (status === '503') return 'needs the database to be unreachable; the suite does not inject faults';
   if (status.startsWith('5')) return "needs a fault on the service's side; the suite does not inject faults";
-  if (op.role && !run.admin && status !== '401' && status !== '403') return `needs a key with the ${op.role} role (--admin-key)`;
+  if (op.role && !run.admin && status !== '401' && status !== '403')
+    return `needs a key with the ${op.role} role (PETSTORE_ADMIN_KEY or --admin-key-file)`;
   // A business-rule conflict can hinge on state only an admin makes (a completed order).
   const roles = run.contract.operations.filter((o) => o.role).map((o) => o.role);
   if (!run.admin && roles.length > 0 && (status === '409' || status === '422')) {
-    return `may need state that only operations for the ${roles[0]} role make (no --admin-key)`;
+    return `may need state that only operations for the ${roles[0]} role make (no admin key)`;
   }
   return run.skipped.get(op.id) && !['400', '401', '403'].includes(status) ? run.skipped.get(op.id) : undefined;
 }

@@ -13,7 +13,8 @@ import { b64, isSuccess, sleep, undeclared, unknownPath, type Resource, type Run
 export async function deletePhase(run: Run): Promise<void> {
   const deletes = run.contract.operations.filter((op) => op.method === 'delete');
   for (const op of deletes) {
-    if (!run.authFor(op)) run.skipped.set(op.id, op.role ? `needs a key with the ${op.role} role (--admin-key)` : 'no credentials');
+    if (!run.authFor(op))
+      run.skipped.set(op.id, op.role ? `needs a key with the ${op.role} role (PETSTORE_ADMIN_KEY or --admin-key-file)` : 'no credentials');
     const param = run.itemParam(op);
     if (!param) {
       if (run.authFor(op)) await exerciseOther(run, op, run.authFor(op)!);

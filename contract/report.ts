@@ -67,18 +67,51 @@ export function tally(result: RunResult): Tally {
   return { passed: result.exchanges.length - failedExchanges, failed: failedExchanges + result.gaps.length };
 }
 
-/** `outside`: failures another validator found (Stoplight Prism's), counted in the closing line. */
-export function formatReport(result: RunResult, reproduce: string, fullFailures = 40, outside = 0): string {
+/** The unreachable pairs by reason, one line each: what the default output says of the table. */
+function coverageSummary(rows: CoverageRow[]): string[] {
+  const exercised = rows.filter((r) => r.seen > 0).length;
+  const unreachable = rows.filter((r) => r.seen === 0 && r.unreachable);
+  const gaps = rows.filter((r) => r.seen === 0 && !r.unreachable).length;
+  const out = [
+    `Coverage: ${rows.length} documented (operation, status) pairs, ${exercised} exercised, ${unreachable.length} unreachable, ${gaps} not exercised` +
+      ' (the table: --verbose, and the reports)',
+  ];
+  const byReason = new Map<string, Set<string>>();
+  for (const r of unreachable) byReason.set(r.unreachable!, (byReason.get(r.unreachable!) ?? new Set()).add(r.status));
+  const counts = new Map<string, number>();
+  for (const r of unreachable) counts.set(r.unreachable!, (counts.get(r.unreachable!) ?? 0) + 1);
+  for (const [why, statuses] of [...byReason].sort((a, b) => counts.get(b[0])! - counts.get(a[0])!)) {
+    const line = `  ${String(counts.get(why)).padStart(3)} × ${[...statuses].sort().join('/')}: ${why}`;
+    out.push(line.length > 160 ? `${line.slice(0, 157)}...` : line);
+  }
+  return out;
+}
+
+export interface ReportOptions {
+  /** The whole coverage table and every failure in full, rather than a screen's worth. */
+  verbose?: boolean;
+  /** Failures another validator found (Stoplight Prism's), counted in the closing line. */
+  outside?: number;
+  /** The JUnit file written, whose counts the output relates to its own. */
+  junit?: string;
+}
+
+export function formatReport(result: RunResult, reproduce: string, options: ReportOptions = {}): string {
+  const { verbose = false, outside = 0 } = options;
+  const fullFailures = verbose ? 40 : 3;
+  const oneLiners = verbose ? Infinity : 10;
   const out: string[] = [];
   const failed = result.exchanges.filter((e) => e.failures.length > 0);
   if (failed.length > 0) {
     out.push(`Failures (${failed.length}):`, '');
     for (const ex of failed.slice(0, fullFailures)) out.push(formatFailure(ex, reproduce), '');
     if (failed.length > fullFailures) {
-      out.push(`… and ${failed.length - fullFailures} more (one line each; reproduce the run to see them in full):`);
-      for (const ex of failed.slice(fullFailures)) {
+      const rest = failed.slice(fullFailures);
+      out.push(`… and ${rest.length} more (one line each; all in full in the reports, or reproduce the run):`);
+      for (const ex of rest.slice(0, oneLiners)) {
         out.push(`✗ ${ex.opId} — ${ex.label}: ${ex.request.method} ${ex.request.path} → ${ex.response.status}: ${ex.failures[0]}`);
       }
+      if (rest.length > oneLiners) out.push(`… ${rest.length - oneLiners} more in the reports`);
       out.push('');
     }
   }
@@ -88,7 +121,8 @@ export function formatReport(result: RunResult, reproduce: string, fullFailures 
     );
   }
   if (result.gaps.length > 0) out.push(`    ${reproduce}`, '');
-  out.push('Coverage of documented (operation, status) pairs:', formatCoverage(result.coverage), '');
+  if (verbose) out.push('Coverage of documented (operation, status) pairs:', formatCoverage(result.coverage), '');
+  else out.push(...coverageSummary(result.coverage), '');
   const byStatus = new Map<number, number>();
   for (const ex of result.exchanges) byStatus.set(ex.response.status, (byStatus.get(ex.response.status) ?? 0) + 1);
   const statuses = [...byStatus.entries()]
@@ -97,6 +131,14 @@ export function formatReport(result: RunResult, reproduce: string, fullFailures 
     .join(' ');
   out.push(`${result.exchanges.length} requests (${statuses}); seed ${result.seed}`);
   const { passed, failed: failedCount } = tally(result);
+  const unreachable = result.coverage.filter((r) => r.seen === 0 && r.unreachable).length;
+  // The closing line counts requests; the JUnit file has a case for each documented pair as well.
+  if (options.junit) {
+    out.push(
+      `${options.junit}: ${result.exchanges.length + result.coverage.length + outside} test cases, the ${result.exchanges.length} requests` +
+        ` and the ${result.coverage.length} documented pairs${outside ? ` and ${outside} outside findings` : ''}; ${unreachable} skipped (the unreachable pairs)`,
+    );
+  }
   out.push(`${passed} passed, ${failedCount + outside} failed`);
   return out.join('\n');
 }

@@ -41,6 +41,13 @@ export interface RunOptions {
   log?: (line: string) => void;
   /** The longest the run waits for one limit's window to end (default 90 s). */
   longestWaitMs?: number;
+  /**
+   * Reach the limits' own answers where that takes spending them: the request limit every
+   * request counts against (its 429, then its window waited out) and the keys one account
+   * may hold (the key issuer's 409, a password check per key). Off, a run stays well
+   * inside every limit and waits out no window to see a refusal (`--limits` turns it on).
+   */
+  limits?: boolean;
 }
 
 export interface Auth {

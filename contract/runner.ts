@@ -47,8 +47,10 @@ export async function runSuite(options: RunOptions): Promise<RunResult> {
   if (run.o.rateLimitedClient) {
     run.log('Rate limit, on the rate-limited instance');
     await rateLimitPhase(run, run.o.rateLimitedClient);
-  } else {
+  } else if (run.o.limits) {
     await spendRateLimitPhase(run);
+  } else {
+    run.rateLimitNote = 'reaching it means spending the request limit and waiting out its window: run with --limits';
   }
   await leftAsFound(run);
   const rows = coverage(run);
@@ -94,7 +96,7 @@ async function setUp(run: Run): Promise<void> {
     const why = last
       ? `${last.request.method} ${last.request.path} answered ${last.response.status} ${last.response.text.slice(0, 200)}`
       : 'the spec has no public sign-up and key issuer';
-    throw new CannotCheck(`no customer key: pass --key (the suite's own sign-up did not give one: ${why})`);
+    throw new CannotCheck(`no customer key: set PETSTORE_KEY or pass --key-file (the suite's own sign-up did not give one: ${why})`);
   }
   let adminKey = run.o.adminKey;
   if (!adminKey && run.o.adminCredentials && issuer) {

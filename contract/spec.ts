@@ -32,6 +32,8 @@ export interface ResponseSpec {
   schemaPointer?: string;
   schema?: Schema;
   headers: string[];
+  /** The headers marked `required: true`: every such answer carries them. */
+  requiredHeaders: string[];
 }
 
 export interface Operation {
@@ -152,7 +154,7 @@ export function buildContract(doc: Document): Contract {
       const responses = new Map<string, ResponseSpec>();
       for (const [status, rawResponse] of Object.entries((raw.responses ?? {}) as Record<string, unknown>)) {
         const { value: response, pointer } = follow(rawResponse, `${base}/responses/${escape(status)}`);
-        responses.set(status, responseSpec(status, response, pointer));
+        responses.set(status, responseSpec(status, response, pointer, deref));
       }
       operations.push({
         id,
@@ -196,7 +198,7 @@ export function buildContract(doc: Document): Contract {
   return { doc, operations, paths: Object.keys(doc.paths), producers, errorPointer, find, deref };
 }
 
-function responseSpec(status: string, response: Schema, pointer: string): ResponseSpec {
+function responseSpec(status: string, response: Schema, pointer: string, deref: (s: unknown) => Schema): ResponseSpec {
   const content = (response.content ?? {}) as Record<string, Schema>;
   const jsonType = Object.keys(content).find((t) => /^application\/(.+\+)?json$/i.test(t));
   const json = jsonType ? content[jsonType] : undefined;
@@ -205,6 +207,9 @@ function responseSpec(status: string, response: Schema, pointer: string): Respon
     schema: json?.schema as Schema | undefined,
     schemaPointer: json?.schema ? `${pointer}/content/${escape(jsonType!)}/schema` : undefined,
     headers: Object.keys(response.headers ?? {}),
+    requiredHeaders: Object.entries((response.headers ?? {}) as Record<string, unknown>)
+      .filter(([, header]) => deref(header).required === true)
+      .map(([name]) => name),
   };
 }
 

@@ -2,6 +2,8 @@
 // set, else the SQLite file. `prepare` also applies migrations (and loads the demo
 // catalogue into a brand-new database); it runs once per deployment step: in the one
 // process, or in the cluster's primary before it forks.
+import { existsSync } from 'node:fs';
+import { dirname, resolve } from 'node:path';
 import type { Storage } from '../domain/storage';
 import { createStore } from '../domain/store';
 import { startCheckpointer } from './checkpointer';
@@ -55,13 +57,28 @@ export function openStorage(config: DatabaseConfig, service?: ServiceOptions): S
   return sqliteStorage(openDatabase(config.databasePath, sqliteOptions(config)), service);
 }
 
+/** A database this start made: where (a SQLite file, absolute), and the folder it had to make for it. */
+export interface NewDatabase {
+  where: string;
+  /** The SQLite file's folder did not exist and was made (absolute), else undefined. */
+  madeFolder?: string | undefined;
+}
+
+export interface PreparedStorage {
+  storage: Storage;
+  /** Set when no migration had touched the database before this start. */
+  created: NewDatabase | null;
+  seeded: { categories: number; pets: number } | null;
+}
+
 /** Migrates, seeds a brand-new database when asked, and returns the open storage. */
 export async function prepareStorage(
   config: DatabaseConfig & { seedDemoData: boolean },
   service?: ServiceOptions,
-): Promise<{ storage: Storage; seeded: { categories: number; pets: number } | null }> {
+): Promise<PreparedStorage> {
   let storage: Storage;
   let brandNew: boolean;
+  let created: NewDatabase | null = null;
   if (config.databaseUrl) {
     const { createPgStorage, migratePg, openPgDatabase } = pg();
     const db = openPgDatabase(config.databaseUrl, config.databasePoolSize, config.databaseTimeoutMs);
@@ -73,13 +90,17 @@ export async function prepareStorage(
       throw error;
     }
     storage = createPgStorage(db, { onAvailability: service?.onDatabaseUnreachable });
+    if (brandNew) created = { where: 'PostgreSQL (DATABASE_URL)' };
   } else {
+    const folder = resolve(dirname(config.databasePath));
+    const folderExisted = config.databasePath === ':memory:' || existsSync(folder);
     const db = openDatabase(config.databasePath, sqliteOptions(config));
     // Asked before migrating: afterwards every database looks used.
     brandNew = !hasAppliedMigrations(db);
     migrateDatabase(db);
     storage = sqliteStorage(db, service);
+    if (brandNew) created = { where: resolve(config.databasePath), madeFolder: folderExisted ? undefined : folder };
   }
   const seeded = brandNew && config.seedDemoData ? await seedDemoData(createStore(storage)) : null;
-  return { storage, seeded };
+  return { storage, created, seeded };
 }

@@ -20,7 +20,7 @@ const nameTaken = (name: string) => new DomainError('conflict', `A category name
 /** `msg_` and 96 random bits as 24 hex digits: the spec's MessageId pattern. */
 const newMessageId = () => `msg_${randomBytes(12).toString('hex')}`;
 
-/** What one account may hold at once; the operator sets them (README "Configuration"). */
+/** What one account may hold at once; the operator sets them (docs/configuration.md). */
 export interface Bounds {
   /** Keys neither revoked nor expired. */
   activeApiKeysPerAccount: number;

@@ -67,6 +67,9 @@ async function main(): Promise<void> {
     console.error(usage);
     process.exit(2);
   }
+  if (values.password !== undefined) {
+    console.error('account:create: --password puts the password in the process list and the shell history; pipe it on stdin instead');
+  }
   const password = values.password ?? (process.stdin.isTTY ? await promptHidden('Password: ') : await firstLineOfStdin());
   // The rule sign-up applies (openapi.yaml, NewAccount): an address RFC 5321 can deliver to, a password of 8 to 200 characters.
   const spec = dereferenced(loadSpec());

@@ -108,6 +108,8 @@ if (sources.some((source) => newest(join(root, source)) > builtAt())) {
     process.exit(1);
   }
   const { tsc, esbuild, patchPackage } = found;
+  // Said before the seconds of silence a build takes, whoever asked for it (npm start, npm run dev, the tests).
+  process.stderr.write('Building the service into dist/: its sources changed since the last build\n');
   // What is bundled is what runs in production: the patches must be in it (patch-package
   // applies a missing one, passes over an applied one, and fails on one that does not fit).
   if (existsSync(join(root, 'patches'))) {

@@ -4,7 +4,7 @@
 # (no setting changed: the limits are the shipped ones), writing a JUnit file, which
 # junitparser (Debian's python3-junitparser) must read with the counts of the JSON report.
 # Afterwards the runner's address must not be locked out of password logins nor out of
-# requests, and the run must have taken at most 5 minutes. Needs the project's Node on PATH
+# requests, and the run must have taken at most 90 s (no --limits: it waits out no window). Needs the project's Node on PATH
 # and a build (npm scripts and .ci/run put them there).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -40,19 +40,29 @@ done
 # An admin, the only way the project allows (account:create), and its key.
 admin_email="contract-admin@example.com"
 admin_password="$(node -e "console.log(require('crypto').randomBytes(18).toString('base64url'))")"
-DATABASE_PATH="$dir/petstore.db" LOG_LEVEL=error npx tsx scripts/account-create.ts --email="$admin_email" --password="$admin_password" --admin >/dev/null
-admin_key=$(curl -fsS -X POST "$base/api-keys" -u "$admin_email:$admin_password" | node -pe "JSON.parse(require('fs').readFileSync(0)).key")
+# Password and key on stdin and in the environment, never in a process list (printf is a builtin).
+printf '%s\n' "$admin_password" |
+  DATABASE_PATH="$dir/petstore.db" LOG_LEVEL=error npx tsx scripts/account-create.ts --email="$admin_email" --admin >/dev/null
+basic() { printf 'user = "%s:%s"\n' "$admin_email" "$admin_password"; }
+PETSTORE_ADMIN_KEY=$(basic | curl -fsS -K - -X POST "$base/api-keys" | node -pe "JSON.parse(require('fs').readFileSync(0)).key")
+export PETSTORE_ADMIN_KEY
 
 started=$(date +%s)
 status=0
-(cd "$dir/job" && node_modules/.bin/petstore-contract --base-url "$base" --admin-key "$admin_key" --junit "$dir/reports/contract.xml") || status=$?
+(cd "$dir/job" && node_modules/.bin/petstore-contract --base-url "$base" --junit "$dir/reports/contract.xml") >"$dir/run.txt" 2>&1 || status=$?
+cat "$dir/run.txt"
+if grep -qF "$PETSTORE_ADMIN_KEY" "$dir/run.txt" "$dir/reports/contract.xml" "$dir/reports/contract.json"; then
+  echo "the admin key is in the suite's output or reports" >&2
+  exit 1
+fi
 took=$(($(date +%s) - started))
 if [ "$status" -ne 0 ]; then
   echo "the packed contract suite failed against the default configuration (exit $status)" >&2
   exit 1
 fi
 echo "the packed contract suite passed against the default configuration in ${took} s"
-[ "$took" -le 300 ] || { echo "it took ${took} s, more than 5 minutes" >&2; exit 1; }
+# About a minute on a shared 2-core machine (contract/README.md): 90 s leaves a busy runner room.
+[ "$took" -le 90 ] || { echo "it took ${took} s, more than 90 s" >&2; exit 1; }
 
 # A real JUnit reader reads what the JSON report says.
 /usr/bin/python3 scripts/junit-summary.py "$dir/reports/contract.xml" >"$dir/read.json"
@@ -69,9 +79,9 @@ node -e "
 "
 
 # Nothing left behind for the runner's address: a password login works, and requests are served.
-login=$(curl -s -o /dev/null -w '%{http_code}' -X POST "$base/api-keys" -u "$admin_email:$admin_password")
+login=$(basic | curl -s -o /dev/null -w '%{http_code}' -K - -X POST "$base/api-keys")
 [ "$login" = 201 ] || { echo "a password login from the runner's address answered $login after the run" >&2; exit 1; }
-limit=$(curl -s -D - -o /dev/null "$base/api-keys" -H "Authorization: Bearer $admin_key" | tr -d '\r' | grep -i '^ratelimit:' || true)
+limit=$(curl -s -D - -o /dev/null "$base/api-keys" -H @- <<<"Authorization: Bearer $PETSTORE_ADMIN_KEY" | tr -d '\r' | grep -i '^ratelimit:' || true)
 remaining=$(echo "$limit" | sed -n 's/.*"address"; r=\([0-9]*\).*/\1/p')
 [ -n "$remaining" ] && [ "$remaining" -gt 0 ] || { echo "the runner's address has no requests left after the run: $limit" >&2; exit 1; }
 echo "after the run the runner's address logs in with a password (201) and has $remaining requests left this minute"

@@ -56,14 +56,15 @@ export async function startService(env: Record<string, string>): Promise<LocalSe
 /**
  * Makes an admin the only way the project allows: `npm run account:create -- --admin`'s
  * script, run by this Node as npm runs it (through tsx; the `npm` command itself is
- * npm.cmd on Windows, which spawnSync cannot start without a shell).
- * `--option=value`, so that a random password starting with "-" is not read as an option.
+ * npm.cmd on Windows, which spawnSync cannot start without a shell), the password on its
+ * stdin, never in the process list.
  */
 export function createAdmin(databasePath: string, email: string, password: string): void {
-  const args = ['--import', 'tsx', 'scripts/account-create.ts', `--email=${email}`, `--password=${password}`, '--admin'];
+  const args = ['--import', 'tsx', 'scripts/account-create.ts', `--email=${email}`, '--admin'];
   const result = spawnSync(process.execPath, args, {
     cwd: root,
     env: { ...process.env, DATABASE_PATH: databasePath, LOG_LEVEL: 'error' },
+    input: `${password}\n`,
     encoding: 'utf8',
   });
   if (result.status !== 0) throw new Error(`account:create failed:\n${result.stdout}${result.stderr}`);

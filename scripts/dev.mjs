@@ -5,16 +5,35 @@
 // watches a developer's service, then `node dist/server/main.js` again) when the build
 // changed. A failed step is reported and the last good build keeps serving. Ctrl-C stops both.
 import { spawn, spawnSync } from 'node:child_process';
-import { statSync, watch } from 'node:fs';
+import { readFileSync, statSync, watch } from 'node:fs';
 import { dirname, join } from 'node:path';
 import process from 'node:process';
 import { clearTimeout, setTimeout } from 'node:timers';
 import { fileURLToPath } from 'node:url';
+import { parse } from 'yaml';
 
 const root = join(dirname(fileURLToPath(import.meta.url)), '..');
 const folders = ['server', 'handlers', 'db', 'domain'];
 const say = (line) => process.stderr.write(`[dev] ${line}\n`);
 const mtime = (path) => statSync(join(root, path), { throwIfNoEntry: false })?.mtimeMs ?? -Infinity;
+const read = (path) => {
+  try {
+    return readFileSync(join(root, path), 'utf8');
+  } catch {
+    return undefined;
+  }
+};
+// openapi.yaml as last seen: events on the file (a save without an edit, a checkout's
+// touch) are a change only when its text differs once they are over.
+let spec = read('openapi.yaml');
+/** Whether generated/openapi.json is openapi.yaml's document (as `npm run generate` writes it). */
+function generatedMatches() {
+  try {
+    return JSON.stringify(parse(spec)) === JSON.stringify(JSON.parse(read('generated/openapi.json') ?? ''));
+  } catch {
+    return false;
+  }
+}
 
 /** Runs one step on this Node; true when it passed. */
 function step(args) {
@@ -41,9 +60,9 @@ async function stop() {
   stopping = false;
 }
 
-async function cycle(specChanged) {
+async function cycle(specChanged, why = 'openapi.yaml changed') {
   if (specChanged) {
-    say('openapi.yaml changed: npm run generate');
+    say(`${why}: npm run generate`);
     if (!step(['--import', 'tsx', 'scripts/generate.ts'])) return say('npm run generate failed: still serving the last build');
   }
   const before = mtime('dist/.tsbuildinfo');
@@ -57,21 +76,26 @@ async function cycle(specChanged) {
 
 // Changes while a cycle runs are gathered for the next one; a burst of saves is one change.
 let running = false;
-let pending = { any: false, spec: false };
+let pending = { sources: false, spec: false };
 let timer;
-function changed(spec) {
-  pending = { any: true, spec: pending.spec || spec };
+function changed(isSpec) {
+  pending = { sources: pending.sources || !isSpec, spec: pending.spec || isSpec };
   clearTimeout(timer);
   timer = setTimeout(drain, 300);
 }
 async function drain() {
-  if (running || !pending.any) return;
+  if (running || !(pending.sources || pending.spec)) return;
   running = true;
-  const { spec } = pending;
-  pending = { any: false, spec: false };
-  await cycle(spec);
+  // Read once the burst of events is over: mid-write the file can be empty.
+  const now = pending.spec ? read('openapi.yaml') : spec;
+  const specChanged = now !== spec;
+  spec = now;
+  const { sources } = pending;
+  pending = { sources: false, spec: false };
+  // openapi.yaml saved as it was, and nothing else: nothing to do.
+  if (sources || specChanged) await cycle(specChanged);
   running = false;
-  if (pending.any) void drain();
+  if (pending.sources || pending.spec) void drain();
 }
 
 watch(root, (_event, name) => {
@@ -87,4 +111,5 @@ for (const signal of ['SIGINT', 'SIGTERM']) {
 }
 
 say(`watching openapi.yaml and ${folders.join('/, ')}/`);
-await cycle(mtime('openapi.yaml') > mtime('generated/openapi.json'));
+// At start, by content, not by date: a fresh clone's files all have the checkout's time.
+await cycle(!generatedMatches(), 'generated/ does not match openapi.yaml');

@@ -120,17 +120,47 @@ function stubLines(ids: string[]): string[] {
   return ids.flatMap((id, i) => [...(i > 0 ? [''] : []), stubComment, `${id}: notImplemented('${id}'),`]);
 }
 
+/**
+ * The module without the `notImplemented` import a stub brought, once no stub is left and
+ * nothing else uses it (the lint would refuse it unused); undefined when there is none to drop.
+ */
+function withoutStubImport(file: string, text: string): string | undefined {
+  const source = ts.createSourceFile(file, text, ts.ScriptTarget.Latest, true);
+  for (const statement of source.statements) {
+    if (!ts.isImportDeclaration(statement)) continue;
+    const named = statement.importClause?.namedBindings;
+    if (!named || !ts.isNamedImports(named)) continue;
+    const element = named.elements.find((e) => e.name.text === 'notImplemented');
+    if (!element) continue;
+    const rest = text.slice(0, statement.getStart()) + text.slice(statement.getEnd());
+    if (/\bnotImplemented\b/.test(rest)) return undefined;
+    const others = named.elements.filter((e) => e !== element).map((e) => e.getText(source));
+    if (others.length > 0 || statement.importClause?.name) {
+      const clause = [statement.importClause?.name?.getText(source), others.length > 0 ? `{ ${others.join(', ')} }` : undefined]
+        .filter(Boolean)
+        .join(', ');
+      return `${text.slice(0, statement.getStart())}import ${clause} from ${statement.moduleSpecifier.getText(source)};${text.slice(statement.getEnd())}`;
+    }
+    // The whole line goes, with its line break.
+    const end = text[statement.getEnd()] === '\n' ? statement.getEnd() + 1 : statement.getEnd();
+    return text.slice(0, statement.getStart()) + text.slice(end);
+  }
+  return undefined;
+}
+
 interface HandlerState {
-  /** Files to write (stubs added, a module created, index.ts registering it). */
+  /** Files to write (stubs added, a module created, index.ts registering it, a stub's import dropped). */
   writes: Map<string, string>;
   stubbed: string[];
   stubsLeft: string[];
+  /** Modules whose `notImplemented` import no stub uses any more (generate drops it). */
+  stubImportsLeft: string[];
   /** Handlers whose operation is not in the spec (or sits under another tag). */
   leftovers: string[];
 }
 
 function planHandlers(table: Table): HandlerState {
-  const state: HandlerState = { writes: new Map(), stubbed: [], stubsLeft: [], leftovers: [] };
+  const state: HandlerState = { writes: new Map(), stubbed: [], stubsLeft: [], stubImportsLeft: [], leftovers: [] };
   const byTag = new Map<string, string[]>();
   for (const [id, { tag }] of Object.entries(table)) byTag.set(tag, [...(byTag.get(tag) ?? []), id]);
 
@@ -186,6 +216,14 @@ function planHandlers(table: Table): HandlerState {
       state.writes.set(indexFile, indexText);
     }
   }
+  // A module whose stubs were all filled keeps no import of the stub maker.
+  for (const mod of modules) {
+    if (state.writes.has(mod.file) || !mod.importsNotImplemented || [...mod.members.values()].some((m) => m.stub)) continue;
+    const text = withoutStubImport(mod.file, mod.text);
+    if (text === undefined) continue;
+    state.writes.set(mod.file, text);
+    state.stubImportsLeft.push(`handlers/${mod.file.slice(handlersDir.length + 1)}`);
+  }
   return state;
 }
 
@@ -223,6 +261,10 @@ async function main(): Promise<void> {
     if (handlers.stubbed.length > 0)
       problems.push(`No handler: ${handlers.stubbed.join(', ')}. Run \`npm run generate\` for stubs, then implement them.`);
     if (handlers.stubsLeft.length > 0) problems.push(`Not implemented (501 stubs left): ${handlers.stubsLeft.join(', ')}.`);
+    if (handlers.stubImportsLeft.length > 0)
+      problems.push(
+        `A stub's import left: ${handlers.stubImportsLeft.join(', ')} still import notImplemented, and no stub is left. Run \`npm run generate\` to drop it.`,
+      );
     problems.push(...handlers.leftovers);
     if (problems.length > 0) {
       for (const problem of problems) console.error(problem);
@@ -245,6 +287,8 @@ async function main(): Promise<void> {
     );
   }
   if (handlers.stubsLeft.length > 0) console.log(`Still 501 stubs: ${handlers.stubsLeft.join(', ')}`);
+  if (handlers.stubImportsLeft.length > 0)
+    console.log(`Dropped the notImplemented import no stub uses any more from ${handlers.stubImportsLeft.join(', ')}`);
   if (handlers.leftovers.length > 0) {
     for (const leftover of handlers.leftovers) console.error(leftover);
     process.exit(1);

@@ -28,12 +28,16 @@ if (choice.refuse) fail(choice.refuse);
 const npm = process.env.npm_execpath ?? '';
 if (!/npm-cli\.js$/.test(npm)) fail('scripts/setup.mjs: run it as `npm run setup`');
 
+const say = (line) => process.stdout.write(`npm run setup: ${line}\n`);
 const ci = (node) => {
   const run = spawnSync(node, [npm, 'ci'], { cwd: root, stdio: 'inherit' });
   process.exit(run.status ?? 1);
 };
 
-if (choice.use === 'machine') ci(process.execPath);
+if (choice.use === 'machine') {
+  say(`npm ci on this machine's Node.js ${process.version} (npm has no build of the project's for ${process.platform}-${process.arch})`);
+  ci(process.execPath);
+}
 
 if (process.version === `v${choice.version}`) {
   // Already on the project's Node: setup run again, through node_modules/.bin/node. npm ci
@@ -48,11 +52,13 @@ if (process.version === `v${choice.version}`) {
     renameSync(node, aside);
     node = aside;
   }
+  say(`npm ci on the project's Node.js ${choice.version} (${choice.name}), already installed`);
   ci(node);
 }
 
 // Fetch the project's Node into npm's cache (as npx does), ask it where it is, and run npm
 // ci on it.
+say(`fetching Node.js ${choice.version} (${choice.name}, about 190 MB unpacked) from the npm registry, or npm's cache, then npm ci on it`);
 const where = spawnSync(
   process.execPath,
   [npm, 'exec', '--yes', `--package=${choice.name}@${choice.version}`, '--', 'node', '-p', 'process.execPath'],

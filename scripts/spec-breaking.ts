@@ -419,6 +419,26 @@ export function baseRef(usage: string): string {
 }
 
 /**
+ * When `ref` names nothing in the repository (a release tag a clone does not have, say):
+ * what it could name instead, the tags and branches there are, and a commit that is
+ * always there.
+ */
+function refsHere(ref: string, root: string): string {
+  const git = (...args: string[]) => {
+    try {
+      return execFileSync('git', args, { cwd: root, encoding: 'utf8', stdio: ['ignore', 'pipe', 'ignore'] }).trim();
+    } catch {
+      return undefined;
+    }
+  };
+  if (git('rev-parse', '--verify', '--quiet', `${ref}^{commit}`) !== undefined) return '';
+  const list = (text: string | undefined) => (text ? text.split('\n').slice(0, 8).join(', ') : 'none');
+  const tags = list(git('tag', '--list', '--sort=-creatordate'));
+  const branches = list(git('for-each-ref', '--format=%(refname:short)', 'refs/heads', 'refs/remotes'));
+  return `\n${ref} is no tag, branch or commit here. Tags: ${tags}. Branches: ${branches}. The last commit is HEAD, the one before it HEAD~1.`;
+}
+
+/**
  * openapi.yaml as it was at git ref `ref` (`git show`) beside the working tree's, in
  * `root`, the repository whose history is compared, and the corrections to the interface
  * that this change adds. Exit 2, naming why, when the file cannot be read at `ref`.
@@ -430,7 +450,9 @@ export function readComparison(ref: string, root: string): Comparison {
   try {
     previous = show('openapi.yaml');
   } catch (error) {
-    console.error(`Cannot read openapi.yaml at ${ref}: ${String((error as { stderr?: string }).stderr ?? error).trim()}`);
+    console.error(
+      `Cannot read openapi.yaml at ${ref}: ${String((error as { stderr?: string }).stderr ?? error).trim()}${refsHere(ref, root)}`,
+    );
     process.exit(2);
   }
   const before = parse(previous) as Document;

@@ -3,15 +3,18 @@
 // starts this project's server first (scripts/contract-local.ts), and --via-prism puts
 // Stoplight Prism's validating proxy in front (scripts/contract-prism.ts). Both need this
 // repository (its build, account:create, Prism), which is why they are not in the package.
+import { spawnSync } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
+import { join } from 'node:path';
 import { main, type Program, type Target } from '../contract/cli';
+import { CannotCheck } from '../contract/runner';
 import { HttpClient } from '../contract/http';
 import { createAdmin, startService } from './contract-local';
 import { PrismRoutedClient, responseViolations, startPrism } from './contract-prism';
 
 const program: Program = {
   name: 'npm run test:contract --',
-  usage: `  (no --base-url)   start this project's server (npm run build's dist/) on 127.0.0.1 with a fresh
+  usage: `  (no --base-url)   build (npm run build) and start this project's server on 127.0.0.1 with a fresh
                     database and its defaults but for the request and password-check limits (raised,
                     to be quick: the run makes an account's 20 keys with its password), and
                     a twin limited to one request a minute where 429 is reached; make an admin with
@@ -22,6 +25,10 @@ const program: Program = {
   options: { 'via-prism': { type: 'boolean' } },
 
   async local(values) {
+    // Built here, not in a pretest script: a run against --base-url needs no build (npm run
+    // test:contract's pre-script would not know which run it is, as npm passes it no arguments).
+    const build = spawnSync(process.execPath, [join(__dirname, 'build.mjs')], { stdio: 'inherit' });
+    if (build.status !== 0) throw new CannotCheck('npm run build failed: the service to check could not be built');
     const rateLimit = 1_000_000;
     console.log('Starting the service on 127.0.0.1 with a fresh database…');
     const service = await startService({ RATE_LIMIT_PER_MINUTE: String(rateLimit), PASSWORD_CHECKS_PER_MINUTE: String(rateLimit) });
@@ -45,7 +52,8 @@ const program: Program = {
     console.log(`Service at ${service.baseUrl} (database ${service.databasePath}); rate-limited twin at ${limited.baseUrl}`);
     return {
       baseUrl: service.baseUrl,
-      options: { adminCredentials: admin, rateLimitedClient: limitedClient },
+      // Its limits are reached at no cost: the twin's 429 at once, the keys under a raised password-check limit.
+      options: { adminCredentials: admin, rateLimitedClient: limitedClient, limits: true },
       output: () => `${service.output()}\n${limited.output()}`,
       stop,
     };

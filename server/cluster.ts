@@ -16,7 +16,7 @@
 import cluster, { type Worker } from 'node:cluster';
 import type { Logger } from 'pino';
 import type { Config } from './config';
-import { checkListen, prepareStorageWhenReachable } from './startup';
+import { checkListen, prepareStorageWhenReachable, reportNewDatabase } from './startup';
 
 /** What a worker that listens on a socket of its own says to its primary once it does. */
 export const workerListening = { petstore: 'listening' } as const;
@@ -24,8 +24,9 @@ export const workerListening = { petstore: 'listening' } as const;
 export async function startPrimary(config: Config, log: Logger): Promise<void> {
   // Said once here, rather than by every worker failing to listen.
   await checkListen(config);
-  const { storage, seeded } = await prepareStorageWhenReachable(config, log);
-  if (seeded) log.info({ seeded }, 'New database: loaded the demo catalogue');
+  const prepared = await prepareStorageWhenReachable(config, log);
+  reportNewDatabase(log, prepared);
+  const { storage } = prepared;
   // The primary serves nothing: its connection closes before the workers open theirs.
   await storage.close();
 

@@ -7,8 +7,15 @@ import * as z from 'zod';
 import { defaultDatabaseTimeoutMs } from '../domain/storage';
 import { defaultBounds } from '../domain/store';
 
-const boolean = z.enum(['true', 'false', '1', '0']).transform((v) => v === 'true' || v === '1');
-const int = (min: number, max: number) => z.coerce.number().int().min(min).max(max);
+// Each check's own message says what is allowed; loadConfig puts the variable and the value given before it.
+const boolean = z.enum(['true', 'false', '1', '0'], { error: 'expected true, false, 1 or 0' }).transform((v) => v === 'true' || v === '1');
+const int = (min: number, max: number) => {
+  const error = `expected an integer from ${min} to ${max}`;
+  return z.coerce.number({ error }).int({ error }).min(min, { error }).max(max, { error });
+};
+
+/** Where the SQLite file is when DATABASE_PATH is not set, relative to the working folder. */
+export const defaultDatabasePath = './data/petstore.db';
 
 /** Request bodies larger than this are refused with 413 (openapi.yaml, "Limits"). */
 export const bodyLimitBytes = 64 * 1024;
@@ -88,7 +95,7 @@ const corsOrigins = z.string().transform((value, ctx): string[] => {
 const otlpEndpoint = z
   .string()
   .transform((v) => v.trim() || undefined)
-  .pipe(z.url({ protocol: /^(http|https)$/, error: 'must be an http:// or https:// URL' }).optional());
+  .pipe(z.url({ protocol: /^(http|https)$/, error: 'expected an http:// or https:// URL' }).optional());
 const tracesExporter = z
   .string()
   .transform((v) =>
@@ -97,24 +104,24 @@ const tracesExporter = z
       .map((e) => e.trim())
       .filter(Boolean),
   )
-  .pipe(z.array(z.enum(['otlp', 'console', 'zipkin', 'none'])));
+  .pipe(z.array(z.enum(['otlp', 'console', 'zipkin', 'none'], { error: 'expected otlp, console, zipkin or none (comma-separated)' })));
 
 const variables = z.object({
   PORT: int(0, 65535).default(3000),
-  HOST: z.string().min(1).default('127.0.0.1'),
-  DATABASE_PATH: z.string().min(1).default('./data/petstore.db'),
-  // A cap on the SQLite file, so that it cannot take the whole disk (README "Configuration").
+  HOST: z.string().min(1, 'expected an address to listen on (127.0.0.1, 0.0.0.0, ::)').default('127.0.0.1'),
+  DATABASE_PATH: z.string().min(1, 'expected the path of a SQLite file').default(defaultDatabasePath),
+  // A cap on the SQLite file, so that it cannot take the whole disk (docs/configuration.md).
   DATABASE_MAX_SIZE_MB: int(1, 1_000_000_000).optional(),
   // When set, PostgreSQL instead of the SQLite file (docs/deployment.md).
   DATABASE_URL: z
     .string()
-    .regex(/^postgres(ql)?:\/\//, 'must be a postgres:// or postgresql:// URL')
+    .regex(/^postgres(ql)?:\/\//, 'expected a postgres:// or postgresql:// URL')
     .optional(),
   // How long start-up waits for PostgreSQL to answer before giving up (README "Deployment").
   DATABASE_STARTUP_TIMEOUT_S: int(0, 3_600).default(60),
   // Connections each process keeps to PostgreSQL (docs/deployment.md).
   DATABASE_POOL_SIZE: int(1, 1_000).default(10),
-  // The bound on every wait on the database: connection, statement, lock (README "Configuration").
+  // The bound on every wait on the database: connection, statement, lock (docs/configuration.md).
   DATABASE_TIMEOUT_MS: int(100, 600_000).default(defaultDatabaseTimeoutMs),
   WEB_CONCURRENCY: int(1, 64).default(1),
   RATE_LIMIT_PER_MINUTE: int(1, 1_000_000).default(600),
@@ -122,7 +129,7 @@ const variables = z.object({
   LOGIN_FAILURES_PER_ACCOUNT: int(1, 1_000_000).default(10),
   LOGIN_FAILURES_PER_ADDRESS: int(1, 1_000_000).default(30),
   LOGIN_LOCKOUT_MINUTES: int(1, 1_440).default(15),
-  // Password checks (HTTP Basic, successful or not) a minute per account: README "Configuration".
+  // Password checks (HTTP Basic, successful or not) a minute per account: docs/configuration.md.
   PASSWORD_CHECKS_PER_MINUTE: int(1, 1_000_000).default(30),
   SIGNUPS_PER_ADDRESS_PER_HOUR: int(1, 1_000_000).default(10),
   // Password hashes at once per process, and how many may wait (docs/operations.md, "Password hashing").
@@ -155,10 +162,14 @@ const variables = z.object({
   // Past this event-loop delay new requests are shed with 503 overloaded; 0 = never (docs/operations.md).
   OVERLOAD_EVENT_LOOP_DELAY_MS: int(0, 60_000).default(0),
   TRUST_PROXY: trustProxy.default(false),
-  LOG_LEVEL: z.enum(['trace', 'debug', 'info', 'warn', 'error', 'fatal', 'silent']).default('info'),
+  LOG_LEVEL: z
+    .enum(['trace', 'debug', 'info', 'warn', 'error', 'fatal', 'silent'], {
+      error: 'expected trace, debug, info, warn, error, fatal or silent',
+    })
+    .default('info'),
   // Prometheus metrics on a listener of their own (docs/operations.md, "Metrics"); 0 is off.
   METRICS_PORT: int(0, 65535).default(0),
-  METRICS_HOST: z.string().min(1).default('127.0.0.1'),
+  METRICS_HOST: z.string().min(1, 'expected an address to listen on (127.0.0.1, 0.0.0.0, ::)').default('127.0.0.1'),
   // Whether to trace (docs/operations.md, "Tracing"); the OpenTelemetry SDK reads the rest
   // of the OTEL_* variables itself (exporter protocol, headers, service name, sampler).
   OTEL_SDK_DISABLED: boolean.optional(),
@@ -167,7 +178,7 @@ const variables = z.object({
   OTEL_EXPORTER_OTLP_TRACES_ENDPOINT: otlpEndpoint.optional(),
 });
 
-/** Every environment variable the service reads (the README's configuration table lists them). */
+/** Every environment variable the service reads (docs/configuration.md lists them). */
 export const configVariables = Object.keys(variables.shape);
 
 const schema = variables
@@ -260,11 +271,26 @@ export type Config = z.output<typeof schema>;
 
 export class ConfigError extends Error {}
 
+/**
+ * How a value is shown in an error: as given, but a URL's password replaced (DATABASE_URL
+ * carries one), and a long value cut, so that the line stays one line.
+ */
+function shown(value: string): string {
+  const safe = value.replace(/^([a-z][a-z0-9+.-]*:\/\/[^:/@]*:)[^@]*@/i, '$1***@');
+  const cut = safe.length > 80 ? `${safe.slice(0, 77)}...` : safe;
+  return /[\s"]/.test(cut) || cut === '' ? JSON.stringify(cut) : cut;
+}
+
 export function loadConfig(env: Record<string, string | undefined> = process.env): Config {
   const result = schema.safeParse(env);
   if (!result.success) {
-    // One setting wrong is one line, as every setting that stops start-up says it.
-    const problems = result.error.issues.map((i) => `${i.path.join('.')}: ${i.message}`);
+    // One setting wrong is one line, as every setting that stops start-up says it:
+    // the variable, the value given, what is allowed (`PORT=abc: expected an integer from 0 to 65535`).
+    const problems = result.error.issues.map((i) => {
+      const name = String(i.path[0] ?? '');
+      const given = env[name];
+      return `${given === undefined ? name : `${name}=${shown(given)}`}: ${i.message}`;
+    });
     throw new ConfigError(
       problems.length === 1
         ? `Invalid configuration: ${problems[0]}`

@@ -13,7 +13,7 @@ import { startDeliveryWorker, type DeliveryWorker } from './delivery-worker';
 import { createHttpServer, createLifecycle } from './http/server';
 import { createLogger } from './observability/log';
 import { createOverloadMonitor } from './http/overload';
-import { listenOrFail, prepareStorageWhenReachable, StartupError } from './startup';
+import { listenOrFail, prepareStorageWhenReachable, reportNewDatabase, StartupError } from './startup';
 
 // prom-client is loaded only when the metrics are on (METRICS_PORT).
 type MetricsModule = typeof import('./observability/metrics');
@@ -127,8 +127,9 @@ async function main(): Promise<void> {
 }
 
 async function prepareMigratedStorage(config: Config, log: Logger, service: ServiceOptions) {
-  const { storage, seeded } = await prepareStorageWhenReachable(config, log, service);
-  if (seeded) log.info({ seeded }, 'New database: loaded the demo catalogue');
+  const prepared = await prepareStorageWhenReachable(config, log, service);
+  reportNewDatabase(log, prepared);
+  const { storage } = prepared;
   return storage;
 }
 

@@ -6,10 +6,11 @@
 // password PostgreSQL refuses, a port taken) stops start-up with one line naming the
 // setting and the reason (StartupError: main prints its message, no stack, and exits 1).
 import { createServer, type Server } from 'node:net';
+import { dirname, resolve } from 'node:path';
 import type { Logger } from 'pino';
-import { prepareStorage, type ServiceOptions } from '../db/open';
+import { prepareStorage, type PreparedStorage, type ServiceOptions } from '../db/open';
 import { StorageUnavailable } from '../domain/errors';
-import type { Config } from './config';
+import { defaultDatabasePath, type Config } from './config';
 
 export class StartupError extends Error {}
 
@@ -123,5 +124,23 @@ export async function prepareStorageWhenReachable(
       await sleep(pauseMs);
       pauseMs = Math.min(pauseMs * 2, 5_000);
     }
+  }
+}
+
+/**
+ * The one line a start that made a new database writes: where it is, so that a DATABASE_PATH
+ * with a typo is seen at once rather than as an empty store. A folder made for it, other
+ * than the default ./data, is a warning (docs/configuration.md, DATABASE_PATH).
+ */
+export function reportNewDatabase(log: Logger, { created, seeded }: Pick<PreparedStorage, 'created' | 'seeded'>): void {
+  if (!created) return;
+  const demo = seeded ? `, with the demo catalogue (${seeded.categories} categories, ${seeded.pets} pets)` : '';
+  if (created.madeFolder && created.madeFolder !== resolve(dirname(defaultDatabasePath))) {
+    log.warn(
+      { database: created.where, seeded },
+      `New database ${created.where}${demo}, in a folder that did not exist and was made now (${created.madeFolder}): if DATABASE_PATH has a typo, stop, fix it and delete that folder`,
+    );
+  } else {
+    log.info({ database: created.where, seeded }, `New database ${created.where}${demo}`);
   }
 }

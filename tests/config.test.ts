@@ -30,13 +30,46 @@ describe('configuration', () => {
     expect(() => loadConfig({ PORT: 'eighty', RATE_LIMIT_PER_MINUTE: '0' })).toThrow(/PORT[\s\S]*RATE_LIMIT_PER_MINUTE/);
   });
 
+  it('names the variable, the value given and what is allowed, in one line each', () => {
+    const message = (env: Record<string, string>) => {
+      try {
+        loadConfig(env);
+      } catch (error) {
+        return (error as Error).message;
+      }
+      throw new Error(`${JSON.stringify(env)} was accepted`);
+    };
+    expect(message({ PORT: 'abc' })).toBe('Invalid configuration: PORT=abc: expected an integer from 0 to 65535');
+    expect(message({ PORT: '70000' })).toBe('Invalid configuration: PORT=70000: expected an integer from 0 to 65535');
+    expect(message({ DATABASE_POOL_SIZE: '2.5' })).toBe(
+      'Invalid configuration: DATABASE_POOL_SIZE=2.5: expected an integer from 1 to 1000',
+    );
+    expect(message({ VALIDATE_RESPONSES: 'yes' })).toBe('Invalid configuration: VALIDATE_RESPONSES=yes: expected true, false, 1 or 0');
+    expect(message({ LOG_LEVEL: 'verbose' })).toBe(
+      'Invalid configuration: LOG_LEVEL=verbose: expected trace, debug, info, warn, error, fatal or silent',
+    );
+    expect(message({ OTEL_TRACES_EXPORTER: 'otlp,jaeger' })).toBe(
+      'Invalid configuration: OTEL_TRACES_EXPORTER=otlp,jaeger: expected otlp, console, zipkin or none (comma-separated)',
+    );
+    expect(message({ HOST: '' })).toBe('Invalid configuration: HOST="": expected an address to listen on (127.0.0.1, 0.0.0.0, ::)');
+    // A password in a URL is not repeated.
+    expect(message({ DATABASE_URL: 'mysql://app:s3cret@db/petstore' })).toBe(
+      'Invalid configuration: DATABASE_URL=mysql://app:***@db/petstore: expected a postgres:// or postgresql:// URL',
+    );
+    expect(message({ PORT: 'x', RATE_LIMIT_PER_MINUTE: '0' }).split('\n')).toEqual([
+      'Invalid configuration:',
+      '  PORT=x: expected an integer from 0 to 65535',
+      '  RATE_LIMIT_PER_MINUTE=0: expected an integer from 1 to 1000000',
+    ]);
+  });
+
   it('mocks unimplemented operations only when asked, and never with NODE_ENV=production, in one line naming the setting', () => {
     expect(loadConfig({}).mockUnimplemented).toBe(false);
     expect(loadConfig({ MOCK_UNIMPLEMENTED: 'true' }).mockUnimplemented).toBe(true);
     expect(loadConfig({ MOCK_UNIMPLEMENTED: 'true', NODE_ENV: 'development' }).mockUnimplemented).toBe(true);
     expect(loadConfig({ MOCK_UNIMPLEMENTED: 'false', NODE_ENV: 'production' }).mockUnimplemented).toBe(false);
     expect(() => loadConfig({ MOCK_UNIMPLEMENTED: 'true', NODE_ENV: 'production' })).toThrow(
-      /^Invalid configuration: MOCK_UNIMPLEMENTED: must not be on when NODE_ENV=production[^\n]*$/,
+      /^Invalid configuration: MOCK_UNIMPLEMENTED=true: must not be on when NODE_ENV=production[^\n]*$/,
     );
   });
 
@@ -48,7 +81,7 @@ describe('configuration', () => {
     expect(loadConfig({}).metrics).toBeUndefined();
     expect(loadConfig({ METRICS_PORT: '0' }).metrics).toBeUndefined();
     expect(loadConfig({ METRICS_PORT: '9464' }).metrics).toEqual({ port: 9464, host: '127.0.0.1' });
-    expect(() => loadConfig({ PORT: '8080', METRICS_PORT: '8080' })).toThrow(/METRICS_PORT: must not be the API port/);
+    expect(() => loadConfig({ PORT: '8080', METRICS_PORT: '8080' })).toThrow(/METRICS_PORT=8080: must not be the API port/);
   });
 
   it('traces only when the OTEL_* variables name an exporter or an OTLP endpoint', () => {
@@ -64,9 +97,9 @@ describe('configuration', () => {
     expect(() => loadConfig({ OTEL_TRACES_EXPORTER: 'jaeger' })).toThrow(/OTEL_TRACES_EXPORTER/);
   });
 
-  it('documents every variable in the README configuration table', () => {
-    const readme = readFileSync(join(__dirname, '..', 'README.md'), 'utf8');
-    expect(configVariables.filter((name) => !readme.includes(`| \`${name}\` |`))).toEqual([]);
+  it('documents every variable in the configuration table (docs/configuration.md)', () => {
+    const table = readFileSync(join(__dirname, '..', 'docs', 'configuration.md'), 'utf8');
+    expect(configVariables.filter((name) => !table.includes(`| \`${name}\` |`))).toEqual([]);
     expect(configVariables).toEqual(
       expect.arrayContaining(['MAX_CONNECTIONS', 'HEADERS_TIMEOUT_MS', 'REQUEST_TIMEOUT_MS', 'KEEP_ALIVE_TIMEOUT_MS']),
     );

@@ -10,7 +10,7 @@ import { join } from 'node:path';
 import { ResponseValidator, type Exchange } from '../contract/checks';
 import { HttpClient } from '../contract/http';
 import { jsonReport, junitCannotCheck, junitReport, type ReportContext } from '../contract/junit';
-import { tally } from '../contract/report';
+import { formatReport, tally } from '../contract/report';
 import { runSuite, type RunResult } from '../contract/runner';
 import { loadContract } from '../contract/spec';
 import { repoRoot } from '../scripts/server-process';
@@ -82,6 +82,8 @@ describeOnDebian("Debian's python3-junitparser (scripts/ensure-junitparser.sh)",
         adminKey: (await admin(t)).key,
         bodyLimitBytes: 65536,
         rateLimitReason: 'not probed in this test',
+        // As --limits: the request limit is looked at, and found too large to spend.
+        limits: true,
       });
     } finally {
       client.close();
@@ -112,6 +114,20 @@ describeOnDebian("Debian's python3-junitparser (scripts/ensure-junitparser.sh)",
         failures: suite.cases.filter((c) => c.result === 'failure').length,
       });
     }
+  });
+
+  it("says in its output how its closing count relates to the JUnit file's, and keeps the table for --verbose", () => {
+    const read = readJunit(junitReport(result, context(reproduce)));
+    const text = formatReport(result, reproduce, { junit: 'reports/contract.xml' });
+    const { passed, failed } = tally(result);
+    expect(text.split('\n').slice(-2)).toEqual([
+      `reports/contract.xml: ${read.tests} test cases, the ${result.exchanges.length} requests and the ${result.coverage.length} ` +
+        `documented pairs; ${read.skipped} skipped (the unreachable pairs)`,
+      `${passed} passed, ${failed} failed`,
+    ]);
+    expect(text).toMatch(/^Coverage: \d+ documented \(operation, status\) pairs, \d+ exercised, \d+ unreachable, \d+ not exercised/m);
+    expect(text).not.toContain('Coverage of documented (operation, status) pairs:');
+    expect(formatReport(result, reproduce, { verbose: true })).toContain('Coverage of documented (operation, status) pairs:');
   });
 
   it('gives each failure the check, the request, the response and the command that reproduces it', () => {

@@ -8,7 +8,7 @@ import { arbitrary, brokenBodies, Source } from '../contract/generate';
 import { HttpClient } from '../contract/http';
 import { formatFailure, formatReport, maskAuthorization } from '../contract/report';
 import { runSuite } from '../contract/runner';
-import { buildContract, loadContract } from '../contract/spec';
+import { buildContract, documented, loadContract } from '../contract/spec';
 import { loadSpec } from '../server/spec';
 import { admin, customer, setupApp, type TestApp } from './helpers';
 
@@ -134,6 +134,25 @@ describe('contract suite: checks', () => {
       expect(
         check({ opId: real.id, op: real, label: 'no key', expect: { kind: 'valid' }, request, response }, contract, validator),
       ).toEqual([]);
+    } finally {
+      client.close();
+      server.close();
+    }
+  });
+
+  it('catches a header the spec declares required and the answer does not carry', async () => {
+    const { server, client } = await listen(setupApp());
+    try {
+      const request = { method: 'GET', path: '/api-keys', headers: {} };
+      const response = await client.send(request);
+      const op = contract.find('get', '/api-keys')!;
+      expect(documented(op, 401)?.requiredHeaders).toEqual(['X-Request-Id', 'X-Content-Type-Options']);
+      const exchange = { opId: op.id, op, label: 'no key', expect: { kind: 'valid' as const }, request, response };
+      expect(check(exchange, contract, validator)).toEqual([]);
+      const { 'x-content-type-options': _dropped, ...rest } = response.headers;
+      expect(check({ ...exchange, response: { ...response, headers: rest } }, contract, validator)).toEqual([
+        'no X-Content-Type-Options header on 401, though the spec declares it required',
+      ]);
     } finally {
       client.close();
       server.close();

@@ -3,7 +3,7 @@
 // each statement below ties a sentence of the prose (or of the README) to the entry it is
 // written from, or to the schema keyword it repeats. The test fails when a figure changes
 // in one place only: in the prose, in x-limits, in the configuration's default, or in the
-// README's configuration table; and when the prose states a figure tied to nothing.
+// configuration table (docs/configuration.md); and when the prose states a figure tied to nothing.
 import { readFileSync } from 'node:fs';
 import { maxHeaderSize } from 'node:http';
 import { join } from 'node:path';
@@ -197,7 +197,7 @@ function disagreements({ spec, readme, env = {} }: { spec: string; readme: strin
     } catch {
       same = false;
     }
-    if (!same) out.push(`README.md's configuration table gives ${name} the default ${String(value)}, which is not the configuration's`);
+    if (!same) out.push(`docs/configuration.md's table gives ${name} the default ${String(value)}, which is not the configuration's`);
   }
 
   const texts = { spec: proseOf(doc), readme: [readme.replace(/\s+/g, ' ')] };
@@ -207,7 +207,8 @@ function disagreements({ spec, readme, env = {} }: { spec: string; readme: strin
     for (const file of ['spec', 'readme'] as const) {
       for (const phrase of where[file] ?? []) {
         const found = texts[file].flatMap((text) => [...text.matchAll(new RegExp(phrase, 'g'))].map((m) => ({ m, text })));
-        if (found.length === 0) out.push(`${file === 'spec' ? 'openapi.yaml' : 'README.md'} no longer says ${phrase} (${source.name})`);
+        if (found.length === 0)
+          out.push(`${file === 'spec' ? 'openapi.yaml' : 'README.md or docs/configuration.md'} no longer says ${phrase} (${source.name})`);
         for (const { m, text } of found) {
           tied.push({ text, from: m.index, to: m.index + m[0].length });
           const stated = m.slice(1).map((g) => Number(g.replaceAll(',', '')));
@@ -236,7 +237,8 @@ function disagreements({ spec, readme, env = {} }: { spec: string; readme: strin
 }
 
 const spec = readFileSync(join(repoRoot, 'openapi.yaml'), 'utf8');
-const readme = readFileSync(join(repoRoot, 'README.md'), 'utf8');
+// The README's prose and docs/configuration.md (the configuration table), read as one text.
+const readme = ['README.md', 'docs/configuration.md'].map((file) => readFileSync(join(repoRoot, file), 'utf8')).join('\n');
 
 describe('the figures openapi.yaml and the README state', () => {
   it('agree with x-limits, the configuration defaults and the README configuration table', () => {
@@ -280,14 +282,14 @@ describe('a figure changed in one place only', () => {
   it("in the configuration's default: x-limits and the README disagree with it", () => {
     expect(disagreements({ spec, readme, env: { LOGIN_LOCKOUT_MINUTES: '20' } })).toEqual([
       "x-limits.failedLoginWindowSeconds is 900; the service's default (LOGIN_LOCKOUT_MINUTES) is 1200",
-      "README.md's configuration table gives LOGIN_LOCKOUT_MINUTES the default 15, which is not the configuration's",
+      "docs/configuration.md's table gives LOGIN_LOCKOUT_MINUTES the default 15, which is not the configuration's",
     ]);
   });
 
-  it("in the README's configuration table or its prose", () => {
+  it("in docs/configuration.md's table or the README's prose", () => {
     const table = once(readme, '| `SIGNUPS_PER_ADDRESS_PER_HOUR` | `10` |', '| `SIGNUPS_PER_ADDRESS_PER_HOUR` | `12` |');
     expect(disagreements({ spec, readme: table })).toEqual([
-      "README.md's configuration table gives SIGNUPS_PER_ADDRESS_PER_HOUR the default 12, which is not the configuration's",
+      "docs/configuration.md's table gives SIGNUPS_PER_ADDRESS_PER_HOUR the default 12, which is not the configuration's",
     ]);
     const prose = once(readme, 'limited to 64 KiB', 'limited to 32 KiB');
     expect(disagreements({ spec, readme: prose })).toEqual(['"bodies are limited to 32 KiB" states 32; x-limits.bodyBytes / 1024 is 64']);

@@ -1,8 +1,8 @@
 // docs/decisions.md, Running it: `npm start` on a brand-new database migrates it, loads a small
 // demo catalogue (never into an existing database), and logs where /docs is.
-import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
-import { join } from 'node:path';
+import { dirname, join } from 'node:path';
 import Database from 'better-sqlite3';
 import { parse } from 'yaml';
 import { password, uniqueEmail } from './helpers';
@@ -58,6 +58,20 @@ describe('the first run', () => {
 
     const docsUrl = `${server.url}/docs`;
     expect(server.log()).toContain(docsUrl);
+    // Where the new database is, in one line; loudly, as its folder had to be made.
+    const made = server
+      .log()
+      .split('\n')
+      .filter((line) => line.includes('New database'));
+    expect(made).toEqual([expect.stringContaining('"level":40')]);
+    expect(JSON.parse(made[0]!)).toMatchObject({
+      database: databasePath,
+      msg: expect.stringMatching(
+        new RegExp(
+          `^New database ${databasePath.replace(/[.*+?^${}()|[\]\\]/g, '\\$&')}, with the demo catalogue \\(\\d+ categories, \\d+ pets\\), in a folder that did not exist and was made now`,
+        ),
+      ),
+    });
     const docs = await fetch(docsUrl);
     expect(docs.status).toBe(200);
     expect(docs.headers.get('content-type')).toMatch(/^text\/html/);
@@ -99,6 +113,8 @@ describe('the first run', () => {
     server = await startServer({ DATABASE_PATH: databasePath });
     expect(await server.stop()).toBe(0);
     expect(counts(databasePath)).toEqual(seeded);
+    // An existing database is no news.
+    expect(server.log()).not.toContain('New database');
 
     const file = new Database(databasePath);
     file.exec('delete from inventory; delete from pets; delete from categories;');
@@ -110,8 +126,17 @@ describe('the first run', () => {
 
   it('loads nothing when SEED_DEMO_DATA=false', async () => {
     const databasePath = join(dir, 'no-seed', 'petstore.db');
+    mkdirSync(dirname(databasePath));
     server = await startServer({ DATABASE_PATH: databasePath, SEED_DEMO_DATA: 'false' });
     expect(await server.stop()).toBe(0);
+    // Said at info where the folder was there already.
+    const made = server
+      .log()
+      .split('\n')
+      .filter((line) => line.includes('New database'));
+    expect(made.map((line) => JSON.parse(line) as { level: number; msg: string })).toEqual([
+      expect.objectContaining({ level: 30, msg: `New database ${databasePath}` }),
+    ]);
     expect(counts(databasePath)).toEqual({ categories: 0, pets: 0, inventory: 0 });
   });
 });

@@ -51,6 +51,14 @@ describe('npm run account:create', () => {
     expect(row.hash).toMatch(/^\$argon2id\$v=19\$m=19456,t=2,p=1\$[A-Za-z0-9+/]{22}\$[A-Za-z0-9+/]{43}$/);
   });
 
+  it('takes --password still, with a warning that it is in the process list', () => {
+    const result = run(['--email', 'argv-admin@example.com', '--password', 'a long admin password', '--admin'], '');
+    expect({ status: result.status, stderr: result.stderr }).toEqual({
+      status: 0,
+      stderr: 'account:create: --password puts the password in the process list and the shell history; pipe it on stdin instead\n',
+    });
+  });
+
   it('refuses an email already there, unless --exists-ok finds it with the same role, and changes nothing', () => {
     const db = join(dir, 'accounts.db');
     const hashOf = () => {

@@ -102,11 +102,13 @@ describe('README.md', () => {
         );
         expect(queued).not.toBeNull();
         expect(stdout).toContain(`{"id":"${queued?.[1]}","message":"Hello from the pet store","status":"sent"`);
-        const stocked = /\{"petId":(\d+),"quantity":3,"status":"available"\}/.exec(stdout);
+        // One answer per line (curl -w '\n'): each JSON answer is a line of its own.
+        const stocked = /^\{"petId":(\d+),"quantity":3,"status":"available"\}$/m.exec(stdout);
         expect(stocked).not.toBeNull();
         const petId = Number(stocked?.[1]);
         expect(stdout).toMatch(new RegExp(`\\{"id":\\d+,"petId":${petId},"quantity":1,"complete":false\\}`));
-        expect(stdout).toContain(`{"petId":${petId},"quantity":2,"status":"available"}`);
+        expect(stdout.split('\n')).toContain(`{"petId":${petId},"quantity":2,"status":"available"}`);
+        expect(stdout).toMatch(/^\{"code":"unauthorized","message":"[^"]*","status":401\}$/m);
         expect(stdout).not.toContain('undefined');
         pets.push(petId);
       }

@@ -1,7 +1,9 @@
 // Which Node.js the project runs on, platform by platform (scripts/runtime.cjs, asked by
 // `npm run setup` and `npm start`; docs/decisions.md, "Runtime"): the project's own from
 // npm where npm has it, else the machine's when supported, else one line saying what to do.
-import { readFileSync } from 'node:fs';
+import { spawnSync } from 'node:child_process';
+import { copyFileSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { chooseRuntime, runtimePackage, startRefusal, supports, type PackageJson } from '../scripts/runtime.cjs';
 
@@ -121,5 +123,41 @@ describe('the supported lines (engines.node)', () => {
       'package.json engines.node: ">=24.11 <25" is not of the form ^major.minor.patch',
     );
     expect(() => supports('^24.11.0 || 26', 'v24.21.0')).toThrow('"26" is not of the form');
+  });
+});
+
+describe('npm run setup, what it says', () => {
+  // setup.mjs on a copy whose package.json pins another Node than this one, so that it must
+  // fetch it; npm itself is a script that prints what it was asked and where Node is.
+  let dir: string;
+  beforeAll(() => {
+    dir = mkdtempSync(join(tmpdir(), 'petstore-setup-'));
+    mkdirSync(join(dir, 'scripts'));
+    for (const file of ['setup.mjs', 'runtime.cjs']) copyFileSync(join(root, 'scripts', file), join(dir, 'scripts', file));
+    const other = Object.fromEntries(Object.keys(pkg.optionalDependencies!).map((name) => [name, '24.99.0']));
+    writeFileSync(join(dir, 'package.json'), JSON.stringify({ ...pkg, optionalDependencies: other }));
+    writeFileSync(
+      join(dir, 'npm-cli.js'),
+      "console.error('npm ' + process.argv.slice(2).join(' ')); if (process.argv[2] === 'exec') console.log(process.execPath);",
+    );
+  });
+  afterAll(() => rmSync(dir, { recursive: true, force: true }));
+
+  it("names the Node.js it fetches and where from, in one line before npm's own output", () => {
+    const run = spawnSync(process.execPath, [join(dir, 'scripts', 'setup.mjs')], {
+      cwd: dir,
+      env: { ...process.env, npm_execpath: join(dir, 'npm-cli.js') },
+      encoding: 'utf8',
+    });
+    const choice = chooseRuntime({ platform: process.platform, arch: process.arch, nodeVersion: process.version, pkg });
+    expect(run.status).toBe(0);
+    if (choice.use === 'package') {
+      expect(run.stdout.split('\n')[0]).toBe(
+        `npm run setup: fetching Node.js 24.99.0 (${choice.name}, about 190 MB unpacked) from the npm registry, or npm's cache, then npm ci on it`,
+      );
+      expect(run.stderr).toBe(`npm exec --yes --package=${choice.name}@24.99.0 -- node -p process.execPath\nnpm ci\n`);
+    } else {
+      expect(run.stdout.split('\n')[0]).toMatch(/^npm run setup: npm ci on this machine's Node\.js v\d+/);
+    }
   });
 });

@@ -209,6 +209,11 @@ describe('npm run spec:changelog -- --base REF', () => {
       code: 2,
       stderr: expect.stringContaining('Cannot read openapi.yaml at v9.9.9'),
     });
+    // And says what refs there are to name instead.
+    const branch = (await git('branch', '--show-current')).stdout.trim();
+    expect(missing.stderr).toContain(
+      `v9.9.9 is no tag, branch or commit here. Tags: v1.0.0. Branches: ${branch}. The last commit is HEAD, the one before it HEAD~1.\n`,
+    );
     const format = await run('spec-changelog.ts', '--base', 'v1.0.0', '--format', 'html');
     expect({ code: format.code, stderr: format.stderr }).toEqual({ code: 2, stderr: expect.stringContaining('--format is markdown') });
   });

@@ -107,7 +107,7 @@ describe('npm run build', () => {
       });
       expect(adminKey.status).toBe(201);
       // The demo catalogue went in through the migrated schema.
-      expect(server.log()).toContain('New database: loaded the demo catalogue');
+      expect(server.log()).toMatch(/New database .*petstore.*\.db, with the demo catalogue/);
       // The checkpoint thread starts a second after the service; a missing file would fail it.
       await new Promise((resolve) => setTimeout(resolve, 2_000));
       expect(server.child.exitCode).toBeNull();
@@ -168,6 +168,8 @@ describe('npm run build', () => {
         await new Promise((r) => setTimeout(r, 100));
       expect(output).toMatch(/listening on http/);
       expect(output).toContain(marker);
+      // Said before the build, in one line, and only then the service's own lines.
+      expect(output.split('\n')[0]).toBe('Building the service into dist/: its sources changed since the last build');
       expect(readFileSync(built('server/service.js'), 'utf8')).toContain(marker);
     } finally {
       process.kill(-child.pid!, 'SIGTERM');

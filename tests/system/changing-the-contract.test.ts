@@ -96,7 +96,7 @@ describe('docs/contract.md "Changing the contract", on a copy of the project', (
   // The copy's history: the contract as it was, for spec:changelog to compare with.
   beforeAll(async () => {
     for (const args of [
-      ['init', '-q'],
+      ['init', '-q', '-b', 'main'],
       ['add', 'openapi.yaml', 'docs/interface-corrections.yaml'],
       ['commit', '-q', '-m', 'v1.0.0'],
     ])
@@ -121,6 +121,9 @@ describe('docs/contract.md "Changing the contract", on a copy of the project', (
       out: expect.stringContaining('listCategoryPets (GET /categories/{categoryId}/pets) response 200 example: /0/id must be >= 1'),
     });
     writeFileSync(join(dir, 'openapi.yaml'), spec.replace('\npaths:\n', `\npaths:\n${operation}`));
+
+    // 1: the doc's operation is whole: the spec lint, its shared-answers rule included, passes it.
+    expect(await run('npm', 'run', '--silent', 'lint:spec')).toMatchObject({ code: 0 });
 
     // 1-2: the operation, then generate: a stub and nothing else changed.
     expect(await run('npm', 'run', 'generate')).toEqual({
@@ -171,13 +174,27 @@ describe('docs/contract.md "Changing the contract", on a copy of the project', (
     );
     expect({ code: refused.code, lines: refused.stderr.trim().split('\n') }).toEqual({
       code: 1,
-      lines: [expect.stringMatching(/^Invalid configuration: MOCK_UNIMPLEMENTED: must not be on when NODE_ENV=production/)],
+      lines: [expect.stringMatching(/^Invalid configuration: MOCK_UNIMPLEMENTED=true: must not be on when NODE_ENV=production/)],
     });
 
-    // 4: the handler in place of the stub.
+    // 4: the handler in place of the stub; generate check names the stub's import left, generate drops it.
     const file = join(dir, 'handlers/categories.ts');
     writeFileSync(file, readFileSync(file, 'utf8').replace(stub, handler));
+    expect(await run('npm', 'run', 'generate:check')).toEqual({
+      code: 1,
+      out: expect.stringContaining("A stub's import left: handlers/categories.ts still import notImplemented"),
+    });
+    expect(loop).toContain('Then **`npm run generate`** once more');
+    expect(await run('npm', 'run', 'generate')).toEqual({
+      code: 0,
+      out: expect.stringContaining('Dropped the notImplemented import no stub uses any more from handlers/categories.ts'),
+    });
+    expect(readFileSync(file, 'utf8')).not.toContain('notImplemented');
     expect(await run('npm', 'run', 'generate:check')).toMatchObject({ code: 0 });
+    expect(await run(process.execPath, join(repoRoot, 'node_modules/eslint/bin/eslint.js'), 'handlers/categories.ts')).toEqual({
+      code: 0,
+      out: '',
+    });
     expect(await run(process.execPath, join(repoRoot, 'node_modules/typescript/bin/tsc'), '--noEmit')).toEqual({ code: 0, out: '' });
 
     const { answer, viaPets, missing } = await callNewOperation(1, { MOCK_UNIMPLEMENTED: 'true' });
@@ -188,20 +205,41 @@ describe('docs/contract.md "Changing the contract", on a copy of the project', (
 
     // 6: the contract suite on the copy: the new operation, below an item path, is exercised,
     // its documented 404 included, with no word about it in the suite.
-    const suite = await run('npm', 'run', '--silent', 'test:contract', '--', '--seed', '5', '--runs', '1');
+    const report = join(dir, 'contract.json');
+    const suite = await run('npm', 'run', '--silent', 'test:contract', '--', '--seed', '5', '--runs', '1', '--json', report);
     expect({ code: suite.code, last: suite.out.trim().split('\n').pop() }).toEqual({
       code: 0,
       last: expect.stringMatching(/^\d+ passed, 0 failed$/),
     });
-    expect(suite.out).toMatch(/listCategoryPets +GET \/categories\/\{categoryId\}\/pets +404 +exercised \(\d+\)/);
-    expect(suite.out).toMatch(/listCategoryPets +GET \/categories\/\{categoryId\}\/pets +200 +exercised \(\d+\)/);
+    const { coverage } = JSON.parse(readFileSync(report, 'utf8')) as { coverage: Array<{ opId: string; status: string; seen: number }> };
+    expect(coverage.filter((r) => r.opId === 'listCategoryPets' && ['200', '404'].includes(r.status))).toEqual([
+      expect.objectContaining({ status: '200', seen: expect.any(Number) }),
+      expect.objectContaining({ status: '404', seen: expect.any(Number) }),
+    ]);
+    expect(coverage.filter((r) => r.opId === 'listCategoryPets' && ['200', '404'].includes(r.status) && r.seen === 0)).toEqual([]);
 
-    // 8: the changelog since the contract as it was names the operation added, breaking nothing.
-    const changelog = await run('npm', 'run', '--silent', 'spec:changelog', '--', '--base', 'HEAD');
+    // 7-8: the doc's commands as written, against main (the copy's history, as a clone has it).
+    const asWritten = (name: string) => {
+      const found = new RegExp(`\`(npm run ${name} -- --base [^\`]+)\``).exec(loop)?.[1];
+      expect(found).toBe(`npm run ${name} -- --base main`);
+      const [npm = '', verb = '', ...rest] = found!.split(' ');
+      return run(npm, verb, '--silent', ...rest);
+    };
+    expect(await asWritten('spec:breaking')).toMatchObject({ code: 0 });
+    const changelog = await asWritten('spec:changelog');
     expect(changelog).toEqual({ code: 0, out: expect.stringContaining('No breaking changes') });
     expect(changelog.out).toContain(
       '## Added operations\n\n- `GET /categories/{categoryId}/pets` (`listCategoryPets`): List the pets of a category\n',
     );
+    // The release recipe ("Publishing the changelog"), all but its upload, once the copy has a release tag.
+    const recipe = blocks(section('Publishing the changelog'), 'sh')[0] ?? '';
+    const [describe = '', write = '', upload = ''] = recipe.trim().split('\n');
+    expect(upload).toMatch(/^gh release create /);
+    const script = `set -euo pipefail\n${describe}\n${write}`;
+    expect(await run('bash', '-c', script)).toEqual({ code: expect.any(Number), out: expect.stringContaining('No names found') });
+    expect(await run('git', 'tag', 'v1.0.0')).toMatchObject({ code: 0 });
+    expect(await run('bash', '-c', script)).toMatchObject({ code: 0 });
+    expect(readFileSync(join(dir, 'CHANGELOG-api.md'), 'utf8')).toContain('## Added operations');
 
     // The operation removed again: its handler is named as left behind.
     const grown = readFileSync(join(dir, 'openapi.yaml'), 'utf8');

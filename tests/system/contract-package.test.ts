@@ -105,19 +105,94 @@ describe('the contract suite, packed and installed alone', () => {
     });
   });
 
-  describe('against a running service', () => {
+  it('takes no key on the command line: --key is refused, naming the variable to use', () => {
+    expect(run('--base-url', 'http://127.0.0.1:9', '--key', 'ps_live_on-the-command-line')).toEqual({
+      status: 2,
+      stdout: '',
+      stderr:
+        'petstore-contract: cannot check: --key is not taken: a key on the command line is in every process list, ' +
+        'and in CI logs (npm echoes the command); set PETSTORE_KEY or pass --key-file FILE\n',
+    });
+  });
+
+  describe('against a running service in its default configuration', () => {
     let server: ServerProcess;
+    const databasePath = () => join(dir, 'petstore.db');
     beforeAll(async () => {
-      server = await startServer({ DATABASE_PATH: join(dir, 'petstore.db') });
+      server = await startServer({ DATABASE_PATH: databasePath() });
     });
     afterAll(() => server.stop());
 
     it('says "cannot check" in one line when the key is refused, and writes that into the JUnit file', () => {
       const junit = join(dir, 'refused.xml');
-      const res = run('--base-url', server.url, '--key', 'ps_live_not-a-key-of-this-service', '--junit', junit);
-      expect(res).toMatchObject({ status: 2, stdout: '' });
-      expect(res.stderr).toBe(`petstore-contract: cannot check: ${server.url} refused the --key (401: The API key is not valid)\n`);
+      const res = spawnSync(bin, ['--base-url', server.url, '--junit', junit], {
+        encoding: 'utf8',
+        timeout: 60_000,
+        env: { ...process.env, PETSTORE_KEY: 'ps_live_not-a-key-of-this-service' },
+      });
+      expect({ status: res.status, stdout: res.stdout }).toEqual({ status: 2, stdout: '' });
+      expect(res.stderr).toBe(
+        `petstore-contract: cannot check: ${server.url} refused the key of PETSTORE_KEY (401: The API key is not valid)\n`,
+      );
       expect(readFileSync(junit, 'utf8')).toContain('<error message="http');
+    });
+
+    // contract/README.md, "In another team's CI": its command as written, the admin key in
+    // the environment. Nothing it prints or writes holds the key; npm's own echo of
+    // `npm run test:contract` neither.
+    it("runs the README's CI command, passing, and no key is in its output or its reports", async () => {
+      const readme = readFileSync(join(repoRoot, 'contract/README.md'), 'utf8');
+      const ci = readme.slice(readme.indexOf("\n## In another team's CI\n"));
+      const command = /^npx petstore-contract .*$/m.exec(ci)?.[0];
+      expect(command).toBe('npx petstore-contract --base-url "$STAGING_URL" --junit reports/contract.xml');
+
+      const email = 'ci-admin@example.com';
+      const password = 'a long admin password';
+      const made = spawnSync(process.execPath, ['--import', 'tsx', 'scripts/account-create.ts', `--email=${email}`, '--admin'], {
+        cwd: repoRoot,
+        env: { ...process.env, DATABASE_PATH: databasePath(), LOG_LEVEL: 'error' },
+        input: `${password}\n`,
+        encoding: 'utf8',
+      });
+      expect(made.status).toBe(0);
+      const issued = await fetch(`${server.url}/api-keys`, {
+        method: 'POST',
+        headers: { Authorization: `Basic ${Buffer.from(`${email}:${password}`).toString('base64')}` },
+      });
+      const { key } = (await issued.json()) as { key: string };
+      expect(key).toMatch(/^ps_live_/);
+
+      const env = { ...process.env, STAGING_URL: server.url, PETSTORE_ADMIN_KEY: key };
+      const started = Date.now();
+      const res = spawnSync('bash', ['-c', command!], { cwd: installed, env, encoding: 'utf8', timeout: 280_000 });
+      const seconds = (Date.now() - started) / 1000;
+      const output = res.stdout + res.stderr;
+      expect({ status: res.status, last: output.trim().split('\n').pop() }).toEqual({
+        status: 0,
+        last: expect.stringMatching(/^\d+ passed, 0 failed$/),
+      });
+      expect(output).toContain(`keys from PETSTORE_ADMIN_KEY (…${key.slice(-4)})`);
+      for (const text of [
+        output,
+        readFileSync(join(installed, 'reports/contract.xml'), 'utf8'),
+        readFileSync(join(installed, 'reports/contract.json'), 'utf8'),
+      ])
+        expect(text).not.toContain(key.slice(8));
+      // What a CI log shows (contract/README.md, "Output"): a screen, not a scroll.
+      expect(output.trim().split('\n').length).toBeLessThanOrEqual(40);
+      console.log(`the README's CI command against a default service: ${seconds.toFixed(1)} s, ${output.trim().split('\n').length} lines`);
+
+      // npm run test:contract, as the repository runs it: npm echoes its command, which holds no key.
+      const viaNpm = spawnSync('npm', ['run', 'test:contract', '--', '--base-url', 'http://127.0.0.1:9'], {
+        cwd: repoRoot,
+        env,
+        encoding: 'utf8',
+        timeout: 60_000,
+      });
+      expect(viaNpm.stdout + viaNpm.stderr).toContain('> tsx scripts/test-contract.ts --base-url http://127.0.0.1:9');
+      expect(viaNpm.stdout + viaNpm.stderr).not.toContain(key.slice(8));
+      // A remote target needs no build of this repository (no pre-script runs one).
+      expect(viaNpm.stdout + viaNpm.stderr).not.toMatch(/pretest:contract|npm run build|Building the service/);
     });
   });
 });
