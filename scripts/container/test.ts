@@ -152,12 +152,14 @@ async function makeAdmin(container: string, url: string): Promise<string> {
 
 function contract(target: Target, label: string): void {
   const started = Date.now();
-  // The package's own command (--base-url): a customer signed up by the suite, the admin's key given.
-  const result = spawnSync(
-    process.execPath,
-    ['--import', 'tsx', 'scripts/test-contract.ts', '--base-url', target.url, '--admin-key', target.adminKey],
-    { cwd: root, stdio: 'inherit', timeout: 600_000 },
-  );
+  // The package's own command (--base-url): a customer signed up by the suite, the admin's
+  // key in the environment (never on a command line: contract/README.md).
+  const result = spawnSync(process.execPath, ['--import', 'tsx', 'scripts/test-contract.ts', '--base-url', target.url], {
+    cwd: root,
+    stdio: 'inherit',
+    timeout: 600_000,
+    env: { ...process.env, PETSTORE_ADMIN_KEY: target.adminKey },
+  });
   check(result.status === 0, `the contract suite passes against ${label} (${((Date.now() - started) / 1000).toFixed(0)} s)`);
 }
 
