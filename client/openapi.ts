@@ -394,7 +394,7 @@ export interface paths {
         };
         /**
          * Readiness
-         * @description 200 when the database answers and the service keeps up; otherwise 503: `unavailable` (the database does not answer, or the service is stopping) or `overloaded` (it is shedding new requests until its event loop catches up). Not rate limited.
+         * @description 200 when the database answers and the service keeps up; otherwise 503: `unavailable` (the database does not answer, the service is stopping, or it is still warming up, for a moment after it starts listening) or `overloaded` (it is shedding new requests until its event loop catches up). Not rate limited.
          */
         get: operations["getReadiness"];
         put?: never;

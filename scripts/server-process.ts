@@ -35,8 +35,9 @@ export function startServer(env: Record<string, string>, timeoutMs = 30_000, cwd
   // Exactly what `npm start` runs: one node process, so SIGTERM reaches the service itself.
   const child = spawn(process.execPath, ['dist/server/main.js'], {
     cwd,
-    // No balancer watches a test's server: it stops without SHUTDOWN_DELAY_MS unless a test asks for it.
-    env: { ...process.env, PORT: '0', HOST: '127.0.0.1', LOG_LEVEL: 'info', SHUTDOWN_DELAY_MS: '0', ...env },
+    // No balancer watches a test's server: it stops without SHUTDOWN_DELAY_MS and is ready
+    // without a warm-up (WARM_UP_MS) unless a test asks for them.
+    env: { ...process.env, PORT: '0', HOST: '127.0.0.1', LOG_LEVEL: 'info', SHUTDOWN_DELAY_MS: '0', WARM_UP_MS: '0', ...env },
     stdio: ['ignore', 'pipe', 'pipe'],
   });
   let stderr = '';
@@ -84,7 +85,7 @@ export function runUntilExit(
   const began = Date.now();
   const child = spawn(process.execPath, ['dist/server/main.js'], {
     cwd,
-    env: { ...process.env, PORT: '0', HOST: '127.0.0.1', LOG_LEVEL: 'info', SHUTDOWN_DELAY_MS: '0', ...env },
+    env: { ...process.env, PORT: '0', HOST: '127.0.0.1', LOG_LEVEL: 'info', SHUTDOWN_DELAY_MS: '0', WARM_UP_MS: '0', ...env },
     stdio: ['ignore', 'ignore', 'pipe'],
   });
   let stderr = '';

@@ -38,6 +38,7 @@ import { createRateLimitStore } from './security/rate-limit-store';
 import { requestId } from './pipeline/request-id';
 import { probes } from './pages/probes';
 import { compressAnswers } from './pipeline/compress';
+import { isWarmUp, type WarmUpState } from './pipeline/warm-up';
 import { createPasswordHashing, type PasswordHashing } from './security/passwords';
 import { createSecurityHandlers } from './security/auth';
 import type { Tracing } from './observability/tracing';
@@ -76,6 +77,8 @@ export interface AppOptions {
   tracing?: Tracing;
   /** Password hashing and its bound on hashes at once; made from config.passwordHashing unless given. */
   passwords?: PasswordHashing;
+  /** While `pending`, /readyz answers 503: main.ts warms the app up (server/pipeline/warm-up.ts). */
+  warmUp?: WarmUpState;
 }
 
 export function createApp({
@@ -92,6 +95,7 @@ export function createApp({
   overload,
   metrics,
   tracing,
+  warmUp,
   passwords = createPasswordHashing(config.passwordHashing),
 }: AppOptions): Express {
   const spec = givenSpec ?? loadSpec();
@@ -207,11 +211,25 @@ export function createApp({
   // order of checks.
   // Stubs answer from the spec when MOCK_UNIMPLEMENTED is on, chosen here per operation.
   const mock = config.mockUnimplemented ? mockModule().createMock(inlined) : undefined;
-  const handlerOf = operationHandlers(operations, { ...defaultHandlers, ...handlers } as never, ctx, mock);
+  const table = { ...defaultHandlers, ...handlers };
+  // Not ready while warming up: the balancer sends nothing yet to a cold process.
+  if (warmUp) {
+    const readiness = table.getReadiness;
+    table.getReadiness = (input, c) => {
+      if (warmUp.pending) throw new ApiError('unavailable', 'The service is warming up; ready in a moment', 503);
+      return readiness(input, c);
+    };
+  }
+  const handlerOf = operationHandlers(operations, table as never, ctx, mock);
   const deprecationOf = createDeprecation(operations, { now, calls: deprecatedCalls ?? createDeprecatedCallLog(storage, logger) });
   const accessLine = accessLog(logger);
   const body = bodyReader(config.bodyLimitBytes);
   const chains = new Map<string, RequestHandler>();
+  const warmChains = new Map<string, RequestHandler>();
+  const warmUpPrincipal: RequestHandler = (req, _res, next) => {
+    req.principal = { accountId: 0, role: 'admin' };
+    next();
+  };
   for (const [id, entry] of Object.entries(operations)) {
     const op = { ...entry, id };
     const deprecation = deprecationOf(id);
@@ -233,10 +251,21 @@ export function createApp({
       handlerOf(id),
     ];
     chains.set(id, inOneLayer(steps, lifecycle));
+    // The warm-up's chain: the same steps but those that count, log or authenticate a
+    // client (limits, the access line, the deprecated-call count); a principal of no
+    // account stands in for the key. Only GETs, which read, are warmed.
+    if (op.method === 'get') {
+      const warm = steps.filter(
+        (s) => s !== limits.perAddress && s !== limits.perAccount && s !== accessLine && s !== deprecation?.headers,
+      );
+      const at = warm.indexOf(authenticate);
+      if (at >= 0) warm[at] = warmUpPrincipal;
+      warmChains.set(id, inOneLayer(warm, lifecycle));
+    }
   }
   const dispatch: RequestHandler = (req, res, next) => {
     const op = req.operation;
-    if (op) return (chains.get(op.id) as RequestHandler)(req, res, next);
+    if (op) return ((isWarmUp(req) ? warmChains : chains).get(op.id) as RequestHandler)(req, res, next);
     if (!req.specPath) return next(new ApiError('not_found', `Nothing is at ${req.method} ${req.path}`, 404));
     const allow = req.specPath.allow;
     next(new ApiError('method_not_allowed', `${req.method} is not allowed on ${req.path}; allowed are ${allow}`, 405, { Allow: allow }));
@@ -245,14 +274,14 @@ export function createApp({
   app.use(
     inOneLayer(
       [
-        ...(metrics ? [metrics.requests(operations)] : []),
-        ...(tracing ? [tracing.middleware] : []),
+        ...(metrics ? [unlessWarmUp(metrics.requests(operations))] : []),
+        ...(tracing ? [unlessWarmUp(tracing.middleware)] : []),
         first,
         declaredTooLarge(config.bodyLimitBytes),
         route,
         // Before anything costs: while the event loop is behind, only /healthz gets through.
         shedWhenOverloaded(overload),
-        probes(inlined, { ...defaultHandlers, ...handlers }, ctx, config.validateResponses),
+        probes(inlined, table, ctx, config.validateResponses),
         contractAndDocs,
         compressAnswers(),
         // Before anything may refuse the request, so that refusals carry them; a preflight is answered here.
@@ -265,6 +294,12 @@ export function createApp({
   app.use(errorMapper(logger, metrics?.answered));
   return app;
 }
+
+/** `step`, but not for the warm-up's requests (no metrics, no spans of them). */
+const unlessWarmUp =
+  (step: RequestHandler): RequestHandler =>
+  (req, res, next) =>
+    isWarmUp(req) ? next() : step(req, res, next);
 
 /**
  * Runs `handlers` one after another inside a single Express layer, as the router would

@@ -150,6 +150,8 @@ const variables = z.object({
   // first (docs/operations.md, "Stopping").
   SHUTDOWN_DELAY_MS: int(0, 600_000).default(5_000),
   SHUTDOWN_TIMEOUT_MS: int(0, 600_000).default(10_000),
+  // After listening, /readyz waits this long at most while the GETs warm up (server/pipeline/warm-up.ts).
+  WARM_UP_MS: int(0, 10_000).default(300),
   // Unset: derived from the file-descriptor limit (server/http/connections.ts, docs/operations.md).
   MAX_CONNECTIONS: int(1, 10_000_000).optional(),
   // 0 = no per-address cap (docs/operations.md, "Connections").
@@ -240,6 +242,8 @@ const schema = variables
     /** After SIGTERM: answering (with `Connection: close`, /readyz 503) this long before draining. */
     shutdownDelayMs: e.SHUTDOWN_DELAY_MS,
     shutdownTimeoutMs: e.SHUTDOWN_TIMEOUT_MS,
+    /** After listening: the GETs run in process for at most this long before /readyz says ready; 0 = not at all. */
+    warmUpMs: e.WARM_UP_MS,
     /** Open connections at most; unset, what the file-descriptor limit leaves room for. */
     maxConnections: e.MAX_CONNECTIONS,
     /** Open connections one client address may hold (trusted proxies aside); 0 = no cap. */

@@ -287,8 +287,10 @@ export async function benchThroughput(): Promise<void> {
     // This process (probes, the clock) beside wrk on core 1; each server is started on core 0.
     if (canPin) spawnSync('taskset', ['-a', '-p', '-c', '1', String(process.pid)], { stdio: 'ignore' });
 
-    // A brand-new database: the first start migrates it and loads the demo catalogue.
-    const service = await start('service', serviceCommand(), serviceEnv, { path: '/healthz' }, { pin: true });
+    // A brand-new database: the first start migrates it and loads the demo catalogue. Ready
+    // as a balancer sees it (/readyz, after the warm-up), so that the first slice of load
+    // below is a new instance's first second in a rolling restart.
+    const service = await start('service', serviceCommand(), serviceEnv, { path: '/readyz' }, { pin: true });
     const key = await customerKey(`http://127.0.0.1:${service.port}`, 'bench@example.com');
     const auth = { Authorization: `Bearer ${key}` };
     await restock(databasePath);
