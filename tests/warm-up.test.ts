@@ -60,13 +60,16 @@ describe('the warm-up before ready', () => {
     expectError(await request(t.app).get('/pets/1'), 401, 'unauthorized');
   });
 
-  it('keeps /readyz at 503 unavailable until it is over, while /healthz answers', async () => {
+  it('keeps /readyz at 503 unavailable until it is over, while /healthz answers, and logs no error for it', async () => {
     const warming: WarmUpState = { pending: true };
-    const t = setupApp({ warmUp: warming });
+    const { log, lines } = captureLog('info');
+    const t = setupApp({ warmUp: warming, log });
     expectError(await request(t.app).get('/readyz'), 503, 'unavailable');
     await request(t.app).get('/healthz').expect(200);
     warming.pending = false;
     await request(t.app).get('/readyz').expect(200);
+    // A balancer polls /readyz every few seconds: a not-ready answer is designed, not a failure.
+    expect(lines().filter((line) => (line.level as number) >= 50)).toEqual([]);
   });
 
   it('runs its first round whatever the budget, then rounds only within it', async () => {

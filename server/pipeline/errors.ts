@@ -111,8 +111,10 @@ export function errorMapper(log: Logger, onError?: (error: ApiError) => void): E
     onError?.(error);
     // A refusal of the store (StorageUnavailable) or for overload is logged once per
     // outage where it begins, not once per request; 501 `not_implemented` is a designed
-    // answer (a stub, or a mock asked for what its operation does not document).
-    if (error.status >= 500 && !(err instanceof StorageUnavailable) && error.code !== 'overloaded' && error.code !== 'not_implemented') {
+    // answer (a stub, or a mock asked for what its operation does not document), and so is
+    // 503 `unavailable` from /readyz while the process warms up, drains or lacks its database.
+    const designed = err instanceof StorageUnavailable || ['overloaded', 'not_implemented', 'unavailable'].includes(error.code);
+    if (error.status >= 500 && !designed) {
       const cause: unknown = error.cause ?? err;
       log.error(
         {
