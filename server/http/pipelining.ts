@@ -23,6 +23,9 @@ export function requestHeads(chunk: Buffer, atMost = maxPipelined): number {
   return heads;
 }
 
+/** What a connection whose requests wait may have read ahead of them; past it, it is over the bound. */
+const maxWaitingBytes = 256 * 1024;
+
 const pipeliningMessage = `More than ${maxPipelined} requests were sent on this connection before their answers were read: send fewer at once, and the rest on a new connection`;
 
 /** One connection's requests, as the server counts them. */
@@ -31,6 +34,8 @@ export class Pipeline {
   private unanswered = 0;
   /** Sent past maxPipelined: nothing more of it is parsed, and it is closed once what it is owed is out. */
   private over = false;
+  /** Its requests waiting for their client's turn (server/http/admission.ts): while any does, it is not read. */
+  private held = 0;
 
   /**
    * Puts the bounds on a connection that has Node's parser (not one refused by a cap):
@@ -50,6 +55,13 @@ export class Pipeline {
 
   private gate(chunk: Buffer, parse: (chunk: Buffer) => void): void {
     if (this.over) return;
+    if (this.held > 0 && this.socket.readableLength < maxWaitingBytes) {
+      // Node's server resumes a connection as each of its answers ends: what it reads
+      // while a request waits goes back to the socket's buffer, to be read on release().
+      this.socket.pause();
+      this.socket.unshift(chunk);
+      return;
+    }
     const room = Math.max(0, maxPipelined - this.unanswered);
     if (requestHeads(chunk, room) <= room) return parse(chunk);
     // Not parsed: answered 429 with `Connection: close` after the answers it is owed. A
@@ -64,6 +76,17 @@ export class Pipeline {
     if (this.socket.destroyed) return;
     this.socket.end(rawErrorResponse(429, 'rate_limited', pipeliningMessage, { 'Retry-After': '1' }));
     cutAfterLinger(this.socket);
+  }
+
+  /** One of its requests waits for its client's turn (server/http/admission.ts): read no more of it meanwhile. */
+  hold(): void {
+    if (this.held++ === 0) this.socket.pause();
+  }
+
+  /** That request has run: once none waits, the connection is read again (what it holds first). */
+  release(): void {
+    if (--this.held > 0 || this.over || this.socket.destroyed) return;
+    this.socket.resume();
   }
 
   /** A request parsed from this connection. */

@@ -7,7 +7,8 @@ import { createServer, type IncomingMessage, type RequestListener, type Server, 
 import { Server as NetServer, type Socket } from 'node:net';
 import type { Logger } from 'pino';
 import type { Config } from '../config';
-import { capConnections, connectionCaps, trustedProxies, type CapsConfig, type ConnectionCounts } from './connections';
+import { fairShare, type FairShareConfig } from './admission';
+import { capConnections, connectionCaps, proxyTrust, trustedProxies, type CapsConfig, type ConnectionCounts } from './connections';
 import { closeNotReading, Pipeline } from './pipelining';
 import type { ErrorCode } from '../../domain/errors';
 import { rawErrorResponse } from '../pipeline/errors';
@@ -54,7 +55,8 @@ type ServerLimits = Pick<
   Config,
   'maxConnections' | 'headersTimeoutMs' | 'requestTimeoutMs' | 'keepAliveTimeoutMs' | 'sendTimeoutMs' | 'shutdownTimeoutMs'
 > &
-  CapsConfig;
+  CapsConfig &
+  FairShareConfig;
 
 /** What Node's parser refused, as the contract's Error. */
 function parserError(err: NodeJS.ErrnoException): { status: number; code: ErrorCode; message: string } {
@@ -156,6 +158,8 @@ export function createHttpServer(app: RequestListener, config: ServerLimits, lif
     if ((socket as Socket & { parser?: unknown }).parser) pipelines.set(socket, new Pipeline(socket, connections.closed));
   });
   server.once('close', closeNotReading(sockets, config.sendTimeoutMs, connections.closed));
+  // Each client's requests in its turn (server/http/admission.ts).
+  const admit = fairShare(app, config, proxyTrust(app), (socket) => pipelines.get(socket), connections.fairShare);
 
   // Requests held while the listener is let go (close(), below); none otherwise.
   let held: Array<[IncomingMessage, ServerResponse]> | undefined;
@@ -186,7 +190,7 @@ export function createHttpServer(app: RequestListener, config: ServerLimits, lif
       queued.add(answer);
     }
     if (held) held.push([req, res]);
-    else app(req, res);
+    else admit(req, res);
   });
 
   const drain = (delayMs = 0) =>

@@ -1,0 +1,172 @@
+// A fair share of the event loop for every client. Node runs the requests of every socket
+// that is ready in one turn of its event loop, first come, first served: under a client
+// that keeps 1,600 requests in flight a turn took 100-400 ms, and every other client's
+// request, a new connection's accept and a probe waited for all of it. Here a request runs
+// at once while nothing waits and the turn has not spent its slice (FAIR_SHARE_SLICE_MS)
+// on requests; otherwise it joins its client's queue, and the queues run round-robin, one
+// request a client at a time, a slice a turn, each turn ending with a yield (setImmediate)
+// so that accepts and other sockets' reads get theirs. A connection with a request queued
+// is not read further (backpressure), and one client's queue is bounded: past
+// FAIR_SHARE_QUEUE a request is answered 429 at once, before Express. docs/operations.md
+// ("Fair share") says what a client sees.
+import { randomUUID } from 'node:crypto';
+import { STATUS_CODES, type IncomingMessage, type RequestListener, type ServerResponse } from 'node:http';
+import type { Socket } from 'node:net';
+import { ipKeyGenerator } from 'express-rate-limit';
+import type { Config } from '../config';
+
+export type FairShareReason = 'deferred' | 'queue_full';
+export const fairShareReasons: readonly FairShareReason[] = ['deferred', 'queue_full'];
+
+export type FairShareConfig = Pick<Config, 'fairShare' | 'fairShareQueue' | 'fairShareSliceMs'>;
+
+/** Express's compiled `trust proxy` (TRUST_PROXY): whether the `hop`-th address from the socket is a trusted proxy. */
+export type Trust = (address: string, hop: number) => boolean;
+
+/**
+ * Who a request is from, for its share: the peer's address, or behind trusted proxies the
+ * address Express's `req.ip` names (the right-most X-Forwarded-For entry not written by a
+ * trusted proxy), read from the header without Express. An IPv6 address counts by its
+ * /56, as the connection caps and rate limits count it. The API key is not part of it:
+ * it is checked against the database only later, and a client that sent a new random
+ * string on each request would otherwise be as many clients as it liked.
+ */
+export function clientKey(req: IncomingMessage, trust: Trust | undefined): string {
+  let address = req.socket.remoteAddress ?? '';
+  const forwarded = req.headers['x-forwarded-for'];
+  if (trust && typeof forwarded === 'string' && trust(address, 0)) {
+    const hops = forwarded.split(',');
+    for (let i = hops.length - 1, hop = 1; i >= 0; i--, hop++) {
+      address = (hops[i] as string).trim();
+      if (!trust(address, hop)) break;
+    }
+  }
+  return ipKeyGenerator(address);
+}
+
+/** A FIFO that does not copy on shift. */
+class Queue<T> {
+  private items: Array<T | undefined> = [];
+  private head = 0;
+
+  get length(): number {
+    return this.items.length - this.head;
+  }
+
+  push(item: T): void {
+    this.items.push(item);
+  }
+
+  shift(): T | undefined {
+    if (this.head === this.items.length) return undefined;
+    const item = this.items[this.head];
+    this.items[this.head++] = undefined;
+    if (this.head === this.items.length) {
+      this.items = [];
+      this.head = 0;
+    } else if (this.head > 1024 && this.head * 2 > this.items.length) {
+      this.items = this.items.slice(this.head);
+      this.head = 0;
+    }
+    return item;
+  }
+}
+
+interface Waiting {
+  req: IncomingMessage;
+  res: ServerResponse;
+}
+
+interface Client {
+  key: string;
+  waiting: Queue<Waiting>;
+}
+
+/** What the connection holds for the scheduler (server/http/pipelining.ts's Pipeline). */
+export interface Held {
+  /** A request of the connection waits: read no more of it. */
+  hold(): void;
+  /** That request runs now: read it again once none of its requests waits. */
+  release(): void;
+}
+
+const retryAfterSeconds = 1;
+const queueFullMessage = (bound: number) =>
+  `This client already has ${bound} requests waiting for their turn, its most: wait for their answers, or retry after Retry-After`;
+
+/**
+ * The request listener that gives each client its share, in front of `run` (the app).
+ * `connection` finds a socket's hold; `counts` is where deferred and refused requests are
+ * counted for the metrics.
+ */
+export function fairShare(
+  run: RequestListener,
+  config: FairShareConfig,
+  trust: Trust | undefined,
+  connection: (socket: Socket) => Held | undefined,
+  counts: Record<FairShareReason, number>,
+): RequestListener {
+  if (!config.fairShare) return run;
+  const sliceMs = config.fairShareSliceMs;
+  const bound = config.fairShareQueue;
+  const refusal = JSON.stringify({ code: 'rate_limited', message: queueFullMessage(bound), status: 429 });
+  const clients = new Map<string, Client>();
+  // Clients with requests waiting, in their turn's order.
+  const turns = new Queue<Client>();
+  // Time spent running requests in this turn of the event loop, and whether the turn's end is scheduled.
+  let spent = 0;
+  let scheduled = false;
+
+  const schedule = () => {
+    if (scheduled) return;
+    scheduled = true;
+    setImmediate(turn);
+  };
+  const runNow = (req: IncomingMessage, res: ServerResponse) => {
+    const started = performance.now();
+    run(req, res);
+    spent += performance.now() - started;
+  };
+  // After the turn's I/O: a new slice, spent on the waiting requests, a client at a time.
+  const turn = () => {
+    scheduled = false;
+    spent = 0;
+    while (turns.length > 0 && spent < sliceMs) {
+      const client = turns.shift() as Client;
+      const { req, res } = client.waiting.shift() as Waiting;
+      if (client.waiting.length > 0) turns.push(client);
+      else clients.delete(client.key);
+      runNow(req, res);
+      connection(req.socket)?.release();
+    }
+    if (turns.length > 0) schedule();
+  };
+
+  return (req, res) => {
+    if (turns.length === 0 && spent < sliceMs) {
+      runNow(req, res);
+      schedule();
+      return;
+    }
+    const key = clientKey(req, trust);
+    let client = clients.get(key);
+    if (!client) clients.set(key, (client = { key, waiting: new Queue() }));
+    if (client.waiting.length >= bound) {
+      counts.queue_full++;
+      res.writeHead(429, STATUS_CODES[429], {
+        'Content-Type': 'application/json',
+        'Content-Length': Buffer.byteLength(refusal),
+        'X-Content-Type-Options': 'nosniff',
+        'X-Request-Id': randomUUID(),
+        'Retry-After': String(retryAfterSeconds),
+      });
+      res.end(refusal);
+      return;
+    }
+    counts.deferred++;
+    client.waiting.push({ req, res });
+    if (client.waiting.length === 1) turns.push(client);
+    connection(req.socket)?.hold();
+    schedule();
+  };
+}

@@ -1,0 +1,161 @@
+// Each client's fair share of the event loop (server/http/admission.ts), on the service's
+// HTTP server (server/http/server.ts) on loopback, in front of an app whose every request
+// costs 1 ms of CPU: a greedy client in a process of its own (scripts/drill/attacker.ts)
+// cannot hold a quiet one's requests behind its own; a connection whose requests wait is
+// not read meanwhile; a client past its queue's bound is answered 429 in the Error shape.
+import { spawn, type ChildProcess } from 'node:child_process';
+import { Agent, request, type RequestListener } from 'node:http';
+import { connect, type AddressInfo, type Socket } from 'node:net';
+import { join } from 'node:path';
+import pino from 'pino';
+import { loadConfig } from '../server/config';
+import { createHttpServer, createLifecycle, type HttpService } from '../server/http/server';
+import { repoRoot } from '../scripts/server-process';
+import { describeOnLinux } from './platform';
+
+/** An app whose every request costs `ms` of CPU, synchronously, as a handler's own work does. */
+const burning =
+  (ms: number): RequestListener =>
+  (_req, res) => {
+    const until = performance.now() + ms;
+    while (performance.now() < until);
+    res.setHeader('Content-Type', 'application/json');
+    res.end('{"status":"ok"}');
+  };
+
+async function serve(app: RequestListener, env: Record<string, string> = {}): Promise<{ http: HttpService; port: number }> {
+  const config = loadConfig({ SHUTDOWN_DELAY_MS: '0', ...env });
+  const http = createHttpServer(app, config, createLifecycle(), pino({ level: 'silent' }));
+  await new Promise<void>((resolve) => http.server.listen(0, '127.0.0.1', resolve));
+  return { http, port: (http.server.address() as AddressInfo).port };
+}
+
+const stop = async (http: HttpService) => {
+  http.server.closeAllConnections();
+  await new Promise((resolve) => http.server.close(resolve));
+};
+
+/** The greedy client: `connections` from 10 addresses of its own, 8 requests in flight on each, every answer read. */
+function greedy(port: number, connections: number, ms: number): { child: ChildProcess; started: Promise<void> } {
+  const addresses = Array.from({ length: 10 }, (_, i) => `127.52.1.${i + 1}`).join(',');
+  const child = spawn(
+    process.execPath,
+    ['--import', 'tsx', join(repoRoot, 'scripts/drill/attacker.ts'), 'greedy', String(port), String(connections), String(ms), addresses],
+    { cwd: repoRoot, stdio: ['ignore', 'pipe', 'inherit'], env: { ...process.env, IN_FLIGHT: '8' } },
+  );
+  const started = new Promise<void>((resolve) => child.stdout?.once('data', () => resolve()));
+  return { child, started };
+}
+
+/** One GET on the keep-alive agent; resolves to how long its answer took, ms. */
+function timed(port: number, agent: Agent): Promise<number> {
+  const started = performance.now();
+  return new Promise((resolve, reject) => {
+    const req = request({ host: '127.0.0.1', port, path: '/healthz', agent }, (res) => {
+      res.resume();
+      res.on('end', () => resolve(performance.now() - started));
+    });
+    req.on('error', reject);
+    req.end();
+  });
+}
+
+const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)] as number;
+
+/** The quiet client's median time to an answer, one request at a time for `ms`, while the greedy client floods. */
+async function quietUnderFlood(env: Record<string, string>): Promise<number> {
+  const { http, port } = await serve(burning(1), env);
+  const flood = greedy(port, 40, 4_000);
+  try {
+    await flood.started;
+    // The flood under way: its 320 requests in flight.
+    await new Promise((r) => setTimeout(r, 500));
+    const agent = new Agent({ keepAlive: true, maxSockets: 1 });
+    const times: number[] = [];
+    const until = performance.now() + 2_000;
+    while (performance.now() < until) times.push(await timed(port, agent));
+    agent.destroy();
+    return median(times);
+  } finally {
+    flood.child.kill();
+    await stop(http);
+  }
+}
+
+describeOnLinux('client addresses across 127.0.0.0/8', 'a fair share for every client', () => {
+  it("answers a quiet client at once while a greedy one keeps 320 requests in flight, which without it waits for the greedy client's", async () => {
+    const fair = await quietUnderFlood({});
+    const unfair = await quietUnderFlood({ FAIR_SHARE: 'false' });
+    // 320 requests of 1 ms each in every turn of the event loop: some 300 ms a request
+    // without a share; with one, a round of the 11 clients and a slice.
+    expect(unfair).toBeGreaterThan(150);
+    expect(fair).toBeLessThan(unfair / 4);
+  }, 60_000);
+});
+
+/** A raw connection that keeps what it reads. */
+function rawConnection(port: number): { socket: Socket; read: () => string } {
+  const socket = connect({ port, host: '127.0.0.1' });
+  let text = '';
+  socket.on('data', (chunk: Buffer) => (text += chunk.toString('latin1')));
+  socket.on('error', () => {});
+  return { socket, read: () => text };
+}
+
+const get = (id: number) => `GET /healthz HTTP/1.1\r\nHost: x\r\nX-Request-Id: r${id}\r\n\r\n`;
+const statuses = (text: string) => [...text.matchAll(/HTTP\/1\.1 (\d{3}) /g)].map((m) => Number(m[1]));
+
+async function until(check: () => boolean, ms = 10_000): Promise<void> {
+  const deadline = Date.now() + ms;
+  while (!check()) {
+    if (Date.now() > deadline) throw new Error(`still not there after ${ms} ms`);
+    await new Promise((r) => setTimeout(r, 10));
+  }
+}
+
+describe('a client whose requests wait', () => {
+  it('is not read meanwhile: a second batch sent while the first waits is read only once the first ran', async () => {
+    const { http, port } = await serve(burning(1));
+    try {
+      const client = rawConnection(port);
+      const batch = (from: number) => Array.from({ length: 100 }, (_, i) => get(from + i)).join('');
+      client.socket.write(batch(0));
+      // The first answers are out: the rest of the batch waits in the client's queue.
+      await until(() => statuses(client.read()).length > 0);
+      client.socket.write(batch(100));
+      await until(() => statuses(client.read()).length === 200 || client.socket.destroyed);
+      // Read while 29 or more of the first batch waited, the second would have taken the
+      // connection past the 128 requests it may leave unanswered (server/http/pipelining.ts).
+      expect(statuses(client.read())).toEqual(Array.from({ length: 200 }, () => 200));
+      expect(http.connections.fairShare.deferred).toBeGreaterThan(150);
+      client.socket.destroy();
+    } finally {
+      await stop(http);
+    }
+  }, 30_000);
+
+  it('is answered 429 rate_limited with Retry-After in the Error shape past FAIR_SHARE_QUEUE', async () => {
+    const { http, port } = await serve(burning(10), { FAIR_SHARE_QUEUE: '4' });
+    try {
+      const client = rawConnection(port);
+      client.socket.write(Array.from({ length: 20 }, (_, i) => get(i)).join(''));
+      await until(() => statuses(client.read()).length === 20);
+      const text = client.read();
+      // The first runs at once and spends the turn's slice; four wait; the rest are refused, answered in order.
+      expect(statuses(text)).toEqual([...Array.from({ length: 5 }, () => 200), ...Array.from({ length: 15 }, () => 429)]);
+      const refusal = text.slice(text.indexOf('HTTP/1.1 429'));
+      expect(refusal).toMatch(/\r\nRetry-After: 1\r\n/);
+      expect(refusal).toMatch(/\r\nContent-Type: application\/json\r\n/);
+      const body = JSON.parse(refusal.slice(refusal.indexOf('\r\n\r\n') + 4, refusal.indexOf('}') + 1)) as Record<string, unknown>;
+      expect(body).toEqual({ code: 'rate_limited', message: expect.stringContaining('4 requests waiting') as unknown, status: 429 });
+      expect(http.connections.fairShare.queue_full).toBe(15);
+      // The connection stays open for its next requests.
+      client.socket.write(get(99));
+      await until(() => statuses(client.read()).length === 21);
+      expect(statuses(client.read())[20]).toBe(200);
+      client.socket.destroy();
+    } finally {
+      await stop(http);
+    }
+  }, 30_000);
+});
