@@ -8,7 +8,7 @@
 // so that accepts and other sockets' reads get theirs. A connection with a request queued
 // is not read further (backpressure), and one client's queue is bounded: past
 // FAIR_SHARE_QUEUE a request is answered 429 at once, before Express. docs/operations.md
-// ("Fair share") says what a client sees.
+// ("Connections", Fair share) says what a client sees.
 import { randomUUID } from 'node:crypto';
 import { STATUS_CODES, type IncomingMessage, type RequestListener, type ServerResponse } from 'node:http';
 import type { Socket } from 'node:net';
