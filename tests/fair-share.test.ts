@@ -102,7 +102,7 @@ function rawConnection(port: number): { socket: Socket; read: () => string } {
   return { socket, read: () => text };
 }
 
-const get = (id: number) => `GET /healthz HTTP/1.1\r\nHost: x\r\nX-Request-Id: r${id}\r\n\r\n`;
+const get = (id: number, key = 'a') => `GET /healthz HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer ${key}\r\nX-Request-Id: r${id}\r\n\r\n`;
 const statuses = (text: string) => [...text.matchAll(/HTTP\/1\.1 (\d{3}) /g)].map((m) => Number(m[1]));
 
 async function until(check: () => boolean, ms = 10_000): Promise<void> {
@@ -129,6 +129,24 @@ describe('a client whose requests wait', () => {
       expect(statuses(client.read())).toEqual(Array.from({ length: 200 }, () => 200));
       expect(http.connections.fairShare.deferred).toBeGreaterThan(150);
       client.socket.destroy();
+    } finally {
+      await stop(http);
+    }
+  }, 30_000);
+
+  it("takes turns with the client's other credentials, but buys no share of its own", async () => {
+    const { http, port } = await serve(burning(10));
+    try {
+      const busy = rawConnection(port);
+      busy.socket.write(Array.from({ length: 40 }, (_, i) => get(i, 'first')).join(''));
+      await until(() => statuses(busy.read()).length > 0);
+      // The same address with another key: its request waits for one turn of the first key's, not for all 39.
+      const other = rawConnection(port);
+      other.socket.write(get(0, 'second'));
+      await until(() => statuses(other.read()).length === 1);
+      expect(statuses(busy.read()).length).toBeLessThan(10);
+      busy.socket.destroy();
+      other.socket.destroy();
     } finally {
       await stop(http);
     }

@@ -4,7 +4,7 @@
 // request, a new connection's accept and a probe waited for all of it. Here a request runs
 // at once while nothing waits and the turn has not spent its slice (FAIR_SHARE_SLICE_MS)
 // on requests; otherwise it joins its client's queue, and the queues run round-robin, one
-// request a client at a time, a slice a turn, each turn ending with a yield (setImmediate)
+// request a client at a time (within a client, its credentials in turn), a slice a turn, each turn ending with a yield (setImmediate)
 // so that accepts and other sockets' reads get theirs. A connection with a request queued
 // is not read further (backpressure), and one client's queue is bounded: past
 // FAIR_SHARE_QUEUE a request is answered 429 at once, before Express. docs/operations.md
@@ -29,7 +29,8 @@ export type Trust = (address: string, hop: number) => boolean;
  * trusted proxy), read from the header without Express. An IPv6 address counts by its
  * /56, as the connection caps and rate limits count it. The API key is not part of it:
  * it is checked against the database only later, and a client that sent a new random
- * string on each request would otherwise be as many clients as it liked.
+ * string on each request would otherwise be as many clients as it liked. Within a
+ * client's share its credentials take turns (see fairShare), which buys none any more.
  */
 export function clientKey(req: IncomingMessage, trust: Trust | undefined): string {
   let address = req.socket.remoteAddress ?? '';
@@ -77,9 +78,18 @@ interface Waiting {
   res: ServerResponse;
 }
 
-interface Client {
+/** The requests of one credential (its Authorization header, or none) from one client. */
+interface Credential {
   key: string;
   waiting: Queue<Waiting>;
+}
+
+/** A client's waiting requests, by credential, taken in turn. */
+interface Client {
+  key: string;
+  waiting: number;
+  credentials: Map<string, Credential>;
+  turns: Queue<Credential>;
 }
 
 /** What the connection holds for the scheduler (server/http/pipelining.ts's Pipeline). */
@@ -133,8 +143,11 @@ export function fairShare(
     spent = 0;
     while (turns.length > 0 && spent < sliceMs) {
       const client = turns.shift() as Client;
-      const { req, res } = client.waiting.shift() as Waiting;
-      if (client.waiting.length > 0) turns.push(client);
+      const credential = client.turns.shift() as Credential;
+      const { req, res } = credential.waiting.shift() as Waiting;
+      if (credential.waiting.length > 0) client.turns.push(credential);
+      else client.credentials.delete(credential.key);
+      if (--client.waiting > 0) turns.push(client);
       else clients.delete(client.key);
       runNow(req, res);
       connection(req.socket)?.release();
@@ -150,8 +163,8 @@ export function fairShare(
     }
     const key = clientKey(req, trust);
     let client = clients.get(key);
-    if (!client) clients.set(key, (client = { key, waiting: new Queue() }));
-    if (client.waiting.length >= bound) {
+    if (!client) clients.set(key, (client = { key, waiting: 0, credentials: new Map(), turns: new Queue() }));
+    if (client.waiting >= bound) {
       counts.queue_full++;
       res.writeHead(429, STATUS_CODES[429], {
         'Content-Type': 'application/json',
@@ -164,8 +177,14 @@ export function fairShare(
       return;
     }
     counts.deferred++;
-    client.waiting.push({ req, res });
-    if (client.waiting.length === 1) turns.push(client);
+    const by = req.headers.authorization ?? '';
+    let credential = client.credentials.get(by);
+    if (!credential) {
+      client.credentials.set(by, (credential = { key: by, waiting: new Queue() }));
+      client.turns.push(credential);
+    }
+    credential.waiting.push({ req, res });
+    if (++client.waiting === 1) turns.push(client);
     connection(req.socket)?.hold();
     schedule();
   };
