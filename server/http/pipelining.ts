@@ -36,6 +36,8 @@ export class Pipeline {
   private over = false;
   /** Its requests waiting for their client's turn (server/http/admission.ts): while any does, it is not read. */
   private held = 0;
+  /** Paused by the gate while requests waited. */
+  private pausedHere = false;
 
   /**
    * Puts the bounds on a connection that has Node's parser (not one refused by a cap):
@@ -56,9 +58,10 @@ export class Pipeline {
   private gate(chunk: Buffer, parse: (chunk: Buffer) => void): void {
     if (this.over) return;
     if (this.held > 0 && this.socket.readableLength < maxWaitingBytes) {
-      // Node's server resumes a connection as each of its answers ends: what it reads
-      // while a request waits goes back to the socket's buffer, to be read on release().
+      // Back to the socket's buffer, to be read on release(); Node's server resumes a
+      // connection as each of its answers ends, so this may come again meanwhile.
       this.socket.pause();
+      this.pausedHere = true;
       this.socket.unshift(chunk);
       return;
     }
@@ -78,15 +81,21 @@ export class Pipeline {
     cutAfterLinger(this.socket);
   }
 
-  /** One of its requests waits for its client's turn (server/http/admission.ts): read no more of it meanwhile. */
+  /**
+   * One of its requests waits for its client's turn (server/http/admission.ts): what it
+   * sends meanwhile is not parsed, and the first read of it pauses it. Paused then, not
+   * now: most clients send nothing more until answered, and would pay two system calls a
+   * request for nothing.
+   */
   hold(): void {
-    if (this.held++ === 0) this.socket.pause();
+    this.held++;
   }
 
   /** That request has run: once none waits, the connection is read again (what it holds first). */
   release(): void {
-    if (--this.held > 0 || this.over || this.socket.destroyed) return;
-    this.socket.resume();
+    if (--this.held > 0 || !this.pausedHere) return;
+    this.pausedHere = false;
+    if (!this.over && !this.socket.destroyed) this.socket.resume();
   }
 
   /** A request parsed from this connection. */
