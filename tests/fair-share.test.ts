@@ -8,6 +8,8 @@ import { Agent, request, type RequestListener } from 'node:http';
 import { connect, type AddressInfo, type Socket } from 'node:net';
 import { join } from 'node:path';
 import pino from 'pino';
+import express from 'express';
+import { clientKey, type Trust } from '../server/http/admission';
 import { loadConfig } from '../server/config';
 import { createHttpServer, createLifecycle, type HttpService } from '../server/http/server';
 import { repoRoot } from '../scripts/server-process';
@@ -91,6 +93,29 @@ describeOnLinux('client addresses across 127.0.0.0/8', 'a fair share for every c
     expect(unfair).toBeGreaterThan(150);
     expect(fair).toBeLessThan(unfair / 4);
   }, 60_000);
+});
+
+describe('who a request is from', () => {
+  const trust = (setting: string | number) => express().set('trust proxy', setting).get('trust proxy fn') as Trust;
+  const from = (remoteAddress: string, forwarded?: string) =>
+    ({ socket: { remoteAddress }, headers: forwarded === undefined ? {} : { 'x-forwarded-for': forwarded } }) as never;
+
+  it('is the peer, X-Forwarded-For unread, unless the peer is a trusted proxy', () => {
+    expect(clientKey(from('203.0.113.7', '198.51.100.1'), undefined)).toBe('203.0.113.7');
+    expect(clientKey(from('203.0.113.7', '198.51.100.1'), trust('loopback'))).toBe('203.0.113.7');
+  });
+
+  it("behind trusted proxies is the right-most address they did not write, as Express's req.ip", () => {
+    // The client wrote the first entry itself; the proxy appended the address it saw.
+    expect(clientKey(from('127.0.0.1', '10.9.9.9, 198.51.100.1'), trust('loopback'))).toBe('198.51.100.1');
+    expect(clientKey(from('127.0.0.1', '198.51.100.1, 127.0.0.2'), trust('loopback'))).toBe('198.51.100.1');
+    expect(clientKey(from('127.0.0.1', '10.9.9.9, 198.51.100.1'), trust(1))).toBe('198.51.100.1');
+  });
+
+  it('is an IPv6 client by its /56, however many addresses of it it uses', () => {
+    expect(clientKey(from('2001:db8:1:2ff::1'), undefined)).toBe(clientKey(from('2001:db8:1:200::9'), undefined));
+    expect(clientKey(from('2001:db8:1:300::1'), undefined)).not.toBe(clientKey(from('2001:db8:1:200::1'), undefined));
+  });
 });
 
 /** A raw connection that keeps what it reads. */
