@@ -2,21 +2,23 @@
 // that is ready in one turn of its event loop, first come, first served: under a client
 // that keeps 1,600 requests in flight a turn took 100-400 ms, and every other client's
 // request, a new connection's accept and a probe waited for all of it. Here a request runs
-// at once while nothing waits and the turn has not spent its slice (FAIR_SHARE_SLICE_MS)
-// on requests; otherwise it joins its client's queue, and the queues run round-robin, one
-// request a client at a time (within a client, its credentials in turn), a slice a turn, each turn ending with a yield (setImmediate)
-// so that accepts and other sockets' reads get theirs. A connection with a request queued
-// is not read further (backpressure), and one client's queue is bounded: past
-// FAIR_SHARE_QUEUE a request is answered 429 at once, before Express. docs/operations.md
-// ("Connections", Fair share) says what a client sees.
+// at once while nothing waits and the turn has not spent its slice (FAIR_SHARE_SLICE_MS, by
+// the clock); otherwise it joins its client's queue, and the queues run round-robin, one
+// request a client at a time (within a client, its credentials in turn), a slice a turn,
+// each turn ending with a yield (setImmediate) so that accepts and other sockets' reads get
+// theirs. A connection with a request queued is not read further, and once the turn's slice
+// is spent neither is any connection of a client with requests queued (backpressure: their
+// reads are not parsed until the client's queue is empty). One client's queue is bounded:
+// past FAIR_SHARE_QUEUE a request is answered 429 at once, before Express.
+// docs/operations.md ("Connections", Fair share) says what a client sees.
 import { randomUUID } from 'node:crypto';
 import { STATUS_CODES, type IncomingMessage, type RequestListener, type ServerResponse } from 'node:http';
 import type { Socket } from 'node:net';
 import { ipKeyGenerator } from 'express-rate-limit';
 import type { Config } from '../config';
 
-export type FairShareReason = 'deferred' | 'queue_full';
-export const fairShareReasons: readonly FairShareReason[] = ['deferred', 'queue_full'];
+export type FairShareReason = 'deferred' | 'queue_full' | 'read_deferred';
+export const fairShareReasons: readonly FairShareReason[] = ['deferred', 'queue_full', 'read_deferred'];
 
 export type FairShareConfig = Pick<Config, 'fairShare' | 'fairShareQueue' | 'fairShareSliceMs'>;
 
@@ -43,6 +45,14 @@ export function clientKey(req: IncomingMessage, trust: Trust | undefined): strin
     }
   }
   return ipKeyGenerator(address);
+}
+
+/** A direct connection's client, worked out once. */
+const peerKeys = new WeakMap<Socket, string>();
+function peerKey(socket: Socket, peer: string): string {
+  let key = peerKeys.get(socket);
+  if (key === undefined) peerKeys.set(socket, (key = ipKeyGenerator(peer)));
+  return key;
 }
 
 /** A FIFO that does not copy on shift. */
@@ -90,6 +100,8 @@ interface Client {
   waiting: number;
   credentials: Map<string, Credential>;
   turns: Queue<Credential>;
+  /** Its connections put off meanwhile: to be read again once none of its requests waits. */
+  asleep: Array<() => void>;
 }
 
 /** What the connection holds for the scheduler (server/http/pipelining.ts's Pipeline). */
@@ -98,6 +110,13 @@ export interface Held {
   hold(): void;
   /** That request runs now: read it again once none of its requests waits. */
   release(): void;
+}
+
+/** The listener that gives each client its share, and what a connection asks before a read of it is parsed. */
+export interface FairShare {
+  listener: RequestListener;
+  /** True when the read must wait: the caller puts it back and pauses; `wake` is called once it may be read. */
+  putOff: (socket: Socket, wake: () => void) => boolean;
 }
 
 const retryAfterSeconds = 1;
@@ -115,55 +134,77 @@ export function fairShare(
   trust: Trust | undefined,
   connection: (socket: Socket) => Held | undefined,
   counts: Record<FairShareReason, number>,
-): RequestListener {
-  if (!config.fairShare) return run;
+): FairShare {
+  if (!config.fairShare) return { listener: run, putOff: () => false };
   const sliceMs = config.fairShareSliceMs;
   const bound = config.fairShareQueue;
   const refusal = JSON.stringify({ code: 'rate_limited', message: queueFullMessage(bound), status: 429 });
   const clients = new Map<string, Client>();
   // Clients with requests waiting, in their turn's order.
   const turns = new Queue<Client>();
-  // Time spent running requests in this turn of the event loop, and whether the turn's end is scheduled.
-  let spent = 0;
+  // When this turn of the event loop's share began (its I/O, then its slice of waiting
+  // requests), and whether the turn's end is scheduled. Wall-clock, not the requests' own
+  // time: reading and parsing a greedy client's requests, their answers' ends and the
+  // collector's work are what made a turn long, and they happen outside any request.
+  let began = performance.now();
   let scheduled = false;
 
   const schedule = () => {
     if (scheduled) return;
     scheduled = true;
+    began = performance.now();
     setImmediate(turn);
   };
-  const runNow = (req: IncomingMessage, res: ServerResponse) => {
-    const started = performance.now();
-    run(req, res);
-    spent += performance.now() - started;
-  };
-  // After the turn's I/O: a new slice, spent on the waiting requests, a client at a time.
+  // After the turn's I/O: a slice spent on the waiting requests, a client at a time.
   const turn = () => {
     scheduled = false;
-    spent = 0;
-    while (turns.length > 0 && spent < sliceMs) {
+    const until = performance.now() + sliceMs;
+    while (turns.length > 0 && performance.now() < until) {
       const client = turns.shift() as Client;
       const credential = client.turns.shift() as Credential;
       const { req, res } = credential.waiting.shift() as Waiting;
       if (credential.waiting.length > 0) client.turns.push(credential);
       else client.credentials.delete(credential.key);
       if (--client.waiting > 0) turns.push(client);
-      else clients.delete(client.key);
-      runNow(req, res);
+      else {
+        clients.delete(client.key);
+        // Its connections put off while it waited are read again (from the next turn's share).
+        for (const wake of client.asleep) wake();
+      }
+      run(req, res);
       connection(req.socket)?.release();
     }
     if (turns.length > 0) schedule();
   };
 
-  return (req, res) => {
-    if (turns.length === 0 && spent < sliceMs) {
-      runNow(req, res);
+  /**
+   * Asked by a connection before a read of it is parsed: true when the read must wait, and
+   * `wake` is called once it may go on. While the turn's share is spent, a client with
+   * requests waiting has no more of its connections read: parsing is most of what a request
+   * costs, and a turn that parsed every ready connection of a greedy client was long for
+   * everyone (a new connection waits for two turns, its accept's and its request's). Only
+   * direct connections: a trusted proxy's carries many clients, one request at a time.
+   */
+  const putOff = (socket: Socket, wake: () => void): boolean => {
+    if (turns.length === 0 || performance.now() - began < sliceMs) return false;
+    const peer = socket.remoteAddress;
+    if (peer === undefined || trust?.(peer, 0)) return false;
+    const client = clients.get(peerKey(socket, peer));
+    if (!client) return false;
+    client.asleep.push(wake);
+    counts.read_deferred++;
+    return true;
+  };
+
+  const listener: RequestListener = (req, res) => {
+    if (turns.length === 0 && (!scheduled || performance.now() - began < sliceMs)) {
       schedule();
+      run(req, res);
       return;
     }
     const key = clientKey(req, trust);
     let client = clients.get(key);
-    if (!client) clients.set(key, (client = { key, waiting: 0, credentials: new Map(), turns: new Queue() }));
+    if (!client) clients.set(key, (client = { key, waiting: 0, credentials: new Map(), turns: new Queue(), asleep: [] }));
     if (client.waiting >= bound) {
       counts.queue_full++;
       res.writeHead(429, STATUS_CODES[429], {
@@ -188,4 +229,5 @@ export function fairShare(
     connection(req.socket)?.hold();
     schedule();
   };
+  return { listener, putOff };
 }

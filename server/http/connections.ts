@@ -332,6 +332,6 @@ export function capConnections(server: Server, options: CapOptions, log: Logger)
     },
     refused,
     closed: { not_reading: 0, pipelining: 0 },
-    fairShare: { deferred: 0, queue_full: 0 },
+    fairShare: { deferred: 0, queue_full: 0, read_deferred: 0 },
   };
 }

@@ -36,7 +36,9 @@ export class Pipeline {
   private over = false;
   /** Its requests waiting for their client's turn (server/http/admission.ts): while any does, it is not read. */
   private held = 0;
-  /** Paused by the gate while requests waited. */
+  /** Put off by its client's fair share (server/http/admission.ts) until `wake`. */
+  private asleep = false;
+  /** Paused by the gate while requests waited or its client's share was spent. */
   private pausedHere = false;
 
   /**
@@ -46,6 +48,7 @@ export class Pipeline {
   constructor(
     private readonly socket: Socket,
     private readonly closed: ConnectionCounts['closed'],
+    private readonly putOff: (socket: Socket, wake: () => void) => boolean = () => false,
   ) {
     const [parse, ...others] = socket.listeners('data') as Array<(chunk: Buffer) => void>;
     if (!parse || others.length > 0) throw new Error("Expected http.Server's own 'data' listener alone");
@@ -57,9 +60,12 @@ export class Pipeline {
 
   private gate(chunk: Buffer, parse: (chunk: Buffer) => void): void {
     if (this.over) return;
-    if (this.held > 0 && this.socket.readableLength < maxWaitingBytes) {
-      // Back to the socket's buffer, to be read on release(); Node's server resumes a
-      // connection as each of its answers ends, so this may come again meanwhile.
+    if (
+      (this.held > 0 || this.asleep || (this.asleep = this.putOff(this.socket, this.wake))) &&
+      this.socket.readableLength < maxWaitingBytes
+    ) {
+      // Back to the socket's buffer, to be read on release() or wake(); Node's server
+      // resumes a connection as each of its answers ends, so this may come again meanwhile.
       this.socket.pause();
       this.pausedHere = true;
       this.socket.unshift(chunk);
@@ -93,7 +99,18 @@ export class Pipeline {
 
   /** That request has run: once none waits, the connection is read again (what it holds first). */
   release(): void {
-    if (--this.held > 0 || !this.pausedHere) return;
+    this.held--;
+    this.readAgain();
+  }
+
+  /** Its client's turn has come round again: read it, unless one of its own requests waits. */
+  private readonly wake = () => {
+    this.asleep = false;
+    this.readAgain();
+  };
+
+  private readAgain(): void {
+    if (this.held > 0 || this.asleep || !this.pausedHere) return;
     this.pausedHere = false;
     if (!this.over && !this.socket.destroyed) this.socket.resume();
   }

@@ -145,6 +145,8 @@ export function createHttpServer(app: RequestListener, config: ServerLimits, lif
     if (answered.has(socket)) socket.destroy();
   };
   const pipelines = new WeakMap<Socket, Pipeline>();
+  // Each client's requests in its turn, and its connections read in its turn (server/http/admission.ts).
+  const admit = fairShare(app, config, proxyTrust(app), (socket) => pipelines.get(socket), connections.fairShare);
   // Answers queued behind an earlier one on their connection: should it close first, Node
   // drops them without a 'close'.
   const waiting = new WeakMap<Socket, Set<() => void>>();
@@ -155,11 +157,9 @@ export function createHttpServer(app: RequestListener, config: ServerLimits, lif
       for (const answer of waiting.get(socket) ?? []) answer();
     });
     // Not on a connection refused by a cap (server/http/connections.ts), which has no parser.
-    if ((socket as Socket & { parser?: unknown }).parser) pipelines.set(socket, new Pipeline(socket, connections.closed));
+    if ((socket as Socket & { parser?: unknown }).parser) pipelines.set(socket, new Pipeline(socket, connections.closed, admit.putOff));
   });
   server.once('close', closeNotReading(sockets, config.sendTimeoutMs, connections.closed));
-  // Each client's requests in its turn (server/http/admission.ts).
-  const admit = fairShare(app, config, proxyTrust(app), (socket) => pipelines.get(socket), connections.fairShare);
 
   // Requests held while the listener is let go (close(), below); none otherwise.
   let held: Array<[IncomingMessage, ServerResponse]> | undefined;
@@ -190,7 +190,7 @@ export function createHttpServer(app: RequestListener, config: ServerLimits, lif
       queued.add(answer);
     }
     if (held) held.push([req, res]);
-    else admit(req, res);
+    else admit.listener(req, res);
   });
 
   const drain = (delayMs = 0) =>

@@ -276,7 +276,7 @@ export function createMetrics(): Metrics {
     );
     counter(
       'petstore_fair_share_requests_total',
-      "Requests held back for their client's fair share: made to wait for its turn (deferred), or refused with 429 past FAIR_SHARE_QUEUE (queue_full)",
+      "Requests held back for their client's fair share: made to wait for its turn (deferred), or refused with 429 past FAIR_SHARE_QUEUE (queue_full); and reads of a connection put off while its client's requests wait (read_deferred)",
       fairShareReasons,
       () => counts.fairShare,
     );
