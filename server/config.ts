@@ -155,7 +155,7 @@ const variables = z.object({
   // Each client's share of the event loop (docs/operations.md, "Fair share").
   FAIR_SHARE: boolean.default(true),
   FAIR_SHARE_QUEUE: int(1, 1_000_000).default(1_024),
-  FAIR_SHARE_SLICE_MS: int(1, 1_000).default(5),
+  FAIR_SHARE_SLICE_MS: int(1, 1_000).default(1),
   // Past this event-loop delay new requests are shed with 503 overloaded; 0 = never (docs/operations.md).
   OVERLOAD_EVENT_LOOP_DELAY_MS: int(0, 60_000).default(0),
   TRUST_PROXY: trustProxy.default(false),
