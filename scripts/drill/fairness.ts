@@ -104,7 +104,14 @@ async function flood(dir: string, flood: (typeof floods)[number], proxied: boole
     );
     for (let attempt = 1; verdict === undefined && attempt <= attempts; attempt++) {
       if (attempt > 1) await new Promise((r) => setTimeout(r, 10_000));
-      verdict = await attack(server, base, other, key, { ...greedy(flood.path), name: flood.name });
+      verdict = await attack(
+        server,
+        base,
+        other,
+        key,
+        { ...greedy(flood.path), name: flood.name },
+        proxy ? [proxy.child.pid as number] : [],
+      );
     }
     if (verdict === undefined) console.log(`  FAIL no attempt of ${attempts} could be judged: the machine kept the service from a CPU\n`);
   } finally {

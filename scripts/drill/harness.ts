@@ -172,6 +172,7 @@ export function runAttacker(port: number, scenario: Scenario) {
 /**
  * One attack while the other client goes on; prints what it saw. Resolves to the verdict,
  * or undefined when other work took more than maxOthersShare of the machine meanwhile.
+ * `helpers`: the drill's other processes (a proxy in front), whose CPU is the drill's own.
  */
 export async function attack(
   server: Pick<ServerProcess, 'child'>,
@@ -179,11 +180,13 @@ export async function attack(
   client: OtherClient,
   key: string,
   scenario: Scenario,
+  helpers: number[] = [],
 ): Promise<boolean | undefined> {
   const pid = server.child.pid as number;
   const cpuBefore = ticks(pid);
-  // The drill's own processes: this one, the service, and the attacker (which reports its own).
-  const oursBefore = ticks('self') + ticks(pid);
+  // The drill's own processes: this one, the service, its helpers, and the attacker (which reports its own).
+  const ours = () => ticks('self') + ticks(pid) + helpers.reduce((sum, helper) => sum + ticks(helper), 0);
+  const oursBefore = ours();
   const machineBefore = machineTicks();
   const started = performance.now();
   const attacker = runAttacker(Number(base.port), scenario);
@@ -198,7 +201,7 @@ export async function attack(
   const cpu = (ticks(pid) - cpuBefore) / clockTicks;
   const wallTicks = ((performance.now() - started) / 1000) * clockTicks * cpus().length;
   const attackerTicks = (Number(seen.cpuMs) / 1000) * clockTicks;
-  const othersShare = (machineTicks() - machineBefore - (ticks('self') + ticks(pid) - oursBefore) - attackerTicks) / wallTicks;
+  const othersShare = (machineTicks() - machineBefore - (ours() - oursBefore) - attackerTicks) / wallTicks;
 
   const answered = samples.filter((s) => s.ok).length / samples.length;
   const p99 = percentile(samples, 99);
