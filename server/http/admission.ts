@@ -102,6 +102,8 @@ interface Client {
   turns: Queue<Credential>;
   /** Its connections put off meanwhile: to be read again once none of its requests waits. */
   asleep: Array<() => void>;
+  /** When the first of them was put off. */
+  asleepSince: number;
 }
 
 /** What the connection holds for the scheduler (server/http/pipelining.ts's Pipeline). */
@@ -118,6 +120,15 @@ export interface FairShare {
   /** True when the read must wait: the caller puts it back and pauses; `wake` is called once it may be read. */
   putOff: (socket: Socket, wake: () => void) => boolean;
 }
+
+/** The longest a connection is put off while its client's queue does not empty. */
+const maxAsleepMs = 100;
+
+const wakeAll = (client: Client) => {
+  const asleep = client.asleep;
+  client.asleep = [];
+  for (const wake of asleep) wake();
+};
 
 const retryAfterSeconds = 1;
 const queueFullMessage = (bound: number) =>
@@ -165,11 +176,14 @@ export function fairShare(
       const { req, res } = credential.waiting.shift() as Waiting;
       if (credential.waiting.length > 0) client.turns.push(credential);
       else client.credentials.delete(credential.key);
-      if (--client.waiting > 0) turns.push(client);
-      else {
+      if (--client.waiting > 0) {
+        turns.push(client);
+        // A client whose queue never empties still has each of its connections read now and then.
+        if (client.asleep.length > 0 && performance.now() - client.asleepSince > maxAsleepMs) wakeAll(client);
+      } else {
         clients.delete(client.key);
         // Its connections put off while it waited are read again (from the next turn's share).
-        for (const wake of client.asleep) wake();
+        wakeAll(client);
       }
       run(req, res);
       connection(req.socket)?.release();
@@ -191,7 +205,7 @@ export function fairShare(
     if (peer === undefined || trust?.(peer, 0)) return false;
     const client = clients.get(peerKey(socket, peer));
     if (!client) return false;
-    client.asleep.push(wake);
+    if (client.asleep.push(wake) === 1) client.asleepSince = performance.now();
     counts.read_deferred++;
     return true;
   };
@@ -204,7 +218,7 @@ export function fairShare(
     }
     const key = clientKey(req, trust);
     let client = clients.get(key);
-    if (!client) clients.set(key, (client = { key, waiting: 0, credentials: new Map(), turns: new Queue(), asleep: [] }));
+    if (!client) clients.set(key, (client = { key, waiting: 0, credentials: new Map(), turns: new Queue(), asleep: [], asleepSince: 0 }));
     if (client.waiting >= bound) {
       counts.queue_full++;
       res.writeHead(429, STATUS_CODES[429], {
