@@ -159,6 +159,26 @@ describe('a client whose requests wait', () => {
     }
   }, 30_000);
 
+  it("has its other connections' reads put off while its requests wait past the turn's slice, and all answered", async () => {
+    const { http, port } = await serve(burning(20));
+    try {
+      const connections = Array.from({ length: 10 }, () => rawConnection(port));
+      await Promise.all(connections.map(({ socket }) => new Promise((resolve) => socket.once('connect', resolve))));
+      const [first, ...others] = connections as [ReturnType<typeof rawConnection>, ...ReturnType<typeof rawConnection>[]];
+      // One request spends the turn's slice (20 ms) while the others' batches arrive.
+      first.socket.write(get(0));
+      for (const [n, { socket }] of others.entries()) socket.write(Array.from({ length: 10 }, (_, i) => get(100 * n + i)).join(''));
+      await until(() => statuses(first.read()).length === 1);
+      // Read while the client's requests waited and the slice was spent: put off, not parsed.
+      expect(http.connections.fairShare.read_deferred).toBeGreaterThan(0);
+      await until(() => others.every(({ read }) => statuses(read()).length === 10));
+      expect(others.flatMap(({ read }) => statuses(read()))).toEqual(Array.from({ length: 90 }, () => 200));
+      for (const { socket } of connections) socket.destroy();
+    } finally {
+      await stop(http);
+    }
+  }, 30_000);
+
   it("takes turns with the client's other credentials, but buys no share of its own", async () => {
     const { http, port } = await serve(burning(10));
     try {
