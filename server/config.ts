@@ -161,6 +161,10 @@ const variables = z.object({
   KEEP_ALIVE_TIMEOUT_MS: int(100, 600_000).default(5_000),
   // A connection whose answers the client leaves unread this long is closed (docs/operations.md, "Connections").
   SEND_TIMEOUT_MS: int(100, 600_000).default(10_000),
+  // Each client's share of the event loop (docs/operations.md, "Fair share").
+  FAIR_SHARE: boolean.default(true),
+  FAIR_SHARE_QUEUE: int(1, 1_000_000).default(1_024),
+  FAIR_SHARE_SLICE_MS: int(1, 1_000).default(1),
   // Past this event-loop delay new requests are shed with 503 overloaded; 0 = never (docs/operations.md).
   OVERLOAD_EVENT_LOOP_DELAY_MS: int(0, 60_000).default(0),
   TRUST_PROXY: trustProxy.default(false),
@@ -253,6 +257,12 @@ const schema = variables
     keepAliveTimeoutMs: e.KEEP_ALIVE_TIMEOUT_MS,
     /** How long an answer may wait unread, not one byte of it taken by the client, before its connection is closed. */
     sendTimeoutMs: e.SEND_TIMEOUT_MS,
+    /** Whether requests wait for their client's turn while others' wait (server/http/admission.ts). */
+    fairShare: e.FAIR_SHARE,
+    /** Requests one client may have waiting for its turn; past it, 429. */
+    fairShareQueue: e.FAIR_SHARE_QUEUE,
+    /** Time a turn of the event loop spends running requests before it yields to I/O. */
+    fairShareSliceMs: e.FAIR_SHARE_SLICE_MS,
     /** Event-loop delay (ms) past which requests are shed (server/http/overload.ts); 0 = off. */
     overloadEventLoopDelayMs: e.OVERLOAD_EVENT_LOOP_DELAY_MS,
     trustProxy: e.TRUST_PROXY,

@@ -359,6 +359,9 @@ describe('drain', () => {
     requestTimeoutMs: 10_000,
     keepAliveTimeoutMs: 5_000,
     sendTimeoutMs: 10_000,
+    fairShare: true,
+    fairShareQueue: 1_024,
+    fairShareSliceMs: 5,
   };
 
   /** The app on a server in this process, its createAccount held until `release()`. */

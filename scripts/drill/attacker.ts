@@ -4,17 +4,26 @@
 //   slowloris:  sending a request line and then one header every HEADER_EVERY_MS, never
 //               ending its headers;
 //   pipelining: writing pipelined `GET /healthz` (REQUESTS of them, then again) as fast as the
-//               service takes them, and never reading an answer.
+//               service takes them, and never reading an answer;
+//   greedy:     keeping IN_FLIGHT (8) pipelined `GET PATH` (/healthz) in flight, reading every
+//               answer and sending the next request the moment one is in: a client that does
+//               everything right, only much of it. It checks that every answer is valid HTTP.
 // Stops by itself after DURATION_MS, printing what it saw as one JSON line on stdout.
 //
-//   tsx scripts/drill/attacker.ts slowloris|pipelining PORT CONNECTIONS DURATION_MS ADDRESS[,ADDRESS...]
+//   tsx scripts/drill/attacker.ts slowloris|pipelining|greedy PORT CONNECTIONS DURATION_MS ADDRESS[,ADDRESS...]
 import { connect, type Socket } from 'node:net';
 
 const kind = process.argv[2];
 const [port = 0, connections = 0, durationMs = 0] = process.argv.slice(3, 6).map(Number);
 const addresses = (process.argv[6] ?? '').split(',').filter(Boolean);
-if ((kind !== 'slowloris' && kind !== 'pipelining') || !port || !connections || !durationMs || addresses.length === 0) {
-  console.error('usage: attacker.ts slowloris|pipelining PORT CONNECTIONS DURATION_MS ADDRESS[,ADDRESS...]');
+if (
+  (kind !== 'slowloris' && kind !== 'pipelining' && kind !== 'greedy') ||
+  !port ||
+  !connections ||
+  !durationMs ||
+  addresses.length === 0
+) {
+  console.error('usage: attacker.ts slowloris|pipelining|greedy PORT CONNECTIONS DURATION_MS ADDRESS[,ADDRESS...]');
   process.exit(2);
 }
 for (const address of addresses) {
@@ -28,7 +37,20 @@ const pieceBytes = process.env.WRITE_REQUESTS ? Number(process.env.WRITE_REQUEST
 const writeEveryMs = Number(process.env.WRITE_EVERY_MS ?? 0);
 const flood = Buffer.from(oneRequest.repeat(Number(process.env.REQUESTS ?? 20_000)), 'latin1');
 
-const seen = { attempts: 0, connected: 0, closed: 0, timedOut408: 0, heldMax: 0, errors: {} as Record<string, number> };
+const greedyPath = process.env.PATH_REQUESTED ?? '/healthz';
+const inFlight = Number(process.env.IN_FLIGHT ?? 8);
+const greedyRequest = Buffer.from(`GET ${greedyPath} HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n`, 'latin1');
+
+const seen = {
+  attempts: 0,
+  connected: 0,
+  closed: 0,
+  timedOut408: 0,
+  heldMax: 0,
+  errors: {} as Record<string, number>,
+  answers: {} as Record<string, number>,
+  invalid: 0,
+};
 let held = 0;
 let stopping = false;
 const sockets = new Set<Socket>();
@@ -62,6 +84,44 @@ function pipelined(socket: Socket): () => void {
   return () => {};
 }
 
+/**
+ * Greedy: IN_FLIGHT requests in flight, each answer read (status line, headers, a
+ * Content-Length body) and followed at once by the next request. An answer that is not
+ * HTTP/1.1 with a Content-Length is counted as invalid and the connection dropped.
+ */
+function greedy(socket: Socket): () => void {
+  let buffered: Buffer = Buffer.alloc(0);
+  socket.write(Buffer.concat(Array.from({ length: inFlight }, () => greedyRequest)));
+  socket.on('data', (chunk: Buffer) => {
+    buffered = buffered.length ? Buffer.concat([buffered, chunk]) : chunk;
+    let answered = 0;
+    for (;;) {
+      const end = buffered.indexOf('\r\n\r\n');
+      if (end === -1) break;
+      const head = buffered.toString('latin1', 0, end);
+      const status = /^HTTP\/1\.1 (\d{3}) /.exec(head)?.[1];
+      const length = /\r\ncontent-length: *(\d+)/i.exec(head)?.[1];
+      if (!status || length === undefined) {
+        seen.invalid++;
+        socket.destroy();
+        return;
+      }
+      if (buffered.length < end + 4 + Number(length)) break;
+      buffered = buffered.subarray(end + 4 + Number(length));
+      seen.answers[status] = (seen.answers[status] ?? 0) + 1;
+      answered++;
+      if (/\r\nconnection: *close/i.test(head)) {
+        socket.end();
+        return;
+      }
+    }
+    if (answered > 0 && !socket.destroyed) {
+      socket.write(answered === 1 ? greedyRequest : Buffer.concat(Array.from({ length: answered }, () => greedyRequest)));
+    }
+  });
+  return () => {};
+}
+
 function open(slot: number): void {
   if (stopping) return;
   seen.attempts++;
@@ -76,7 +136,7 @@ function open(slot: number): void {
     seen.connected++;
     held++;
     if (held > seen.heldMax) seen.heldMax = held;
-    stop = kind === 'slowloris' ? slowHeaders(socket, slot) : pipelined(socket);
+    stop = kind === 'slowloris' ? slowHeaders(socket, slot) : kind === 'greedy' ? greedy(socket) : pipelined(socket);
   });
   socket.on('error', (err: NodeJS.ErrnoException) => {
     const code = err.code ?? 'unknown';

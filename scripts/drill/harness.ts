@@ -14,7 +14,12 @@ import { fileDescriptorLimit } from '../../server/http/connections';
 import { clockTicks, customerKey, num } from '../bench/common';
 import { repoRoot, startServer, type ServerProcess } from '../server-process';
 
-const lines = { answeredShare: 0.99, p99Ms: 500, rssMb: 512 };
+export interface Lines {
+  answeredShare: number;
+  p99Ms: number;
+  rssMb: number;
+}
+const defaultLines: Lines = { answeredShare: 0.99, p99Ms: 500, rssMb: 512 };
 const requestTimeoutMs = 5_000;
 /** Attempts at a scenario that the machine's other load kept from being judged (see attack()). */
 const attempts = 3;
@@ -28,7 +33,11 @@ const only = process.env.DRILL_ONLY?.split(',');
 
 export interface Scenario {
   name: string;
-  attack: 'slowloris' | 'pipelining';
+  attack: 'slowloris' | 'pipelining' | 'greedy';
+  /** The attacker's environment beyond this process's (attacker.ts: PATH_REQUESTED, IN_FLIGHT, ...). */
+  env?: Record<string, string>;
+  /** The lines it is judged by, when not the connection drills' own. */
+  lines?: Lines;
   connections: number;
   addresses: string[];
   /** How long the attacker attacks; the other client is measured for `measureMs` of it. */
@@ -57,7 +66,7 @@ interface Sample {
 }
 
 /** One GET with the key, on the keep-alive agent or on a connection of its own. */
-function timedRequest(base: URL, client: OtherClient, path: string, key: string, agent: Agent | false): Promise<Sample> {
+export function timedRequest(base: URL, client: OtherClient, path: string, key: string, agent: Agent | false): Promise<Sample> {
   const started = performance.now();
   return new Promise((resolve) => {
     const done = (failure?: string) => resolve({ ms: performance.now() - started, ok: !failure, fresh: agent === false, failure });
@@ -84,7 +93,7 @@ function timedRequest(base: URL, client: OtherClient, path: string, key: string,
 }
 
 /** The other client's requests for `ms`, every other one on a new connection. */
-async function otherClient(base: URL, client: OtherClient, key: string, ms: number): Promise<Sample[]> {
+export async function otherClient(base: URL, client: OtherClient, key: string, ms: number): Promise<Sample[]> {
   const agent = new Agent({ keepAlive: true, maxSockets: 4 });
   const pending: Promise<Sample>[] = [];
   const start = performance.now();
@@ -102,12 +111,12 @@ async function otherClient(base: URL, client: OtherClient, key: string, ms: numb
 }
 
 /** The p-th percentile, an unanswered request counting as longer than any answer. */
-function percentile(samples: Sample[], p: number): number {
+export function percentile(samples: Sample[], p: number): number {
   const ms = samples.map((s) => (s.ok ? s.ms : Infinity)).sort((a, b) => a - b);
   return ms[Math.min(ms.length - 1, Math.ceil((p / 100) * ms.length) - 1)] ?? Infinity;
 }
 
-const statusMb = (pid: number, field: 'VmRSS' | 'VmHWM') => {
+export const statusMb = (pid: number, field: 'VmRSS' | 'VmHWM') => {
   const match = new RegExp(`^${field}:\\s+(\\d+) kB`, 'm').exec(readFileSync(`/proc/${pid}/status`, 'utf8'));
   return match?.[1] ? Number(match[1]) / 1024 : NaN;
 };
@@ -129,7 +138,7 @@ const ticks = (pid: number | 'self') => {
   return Number(fields[11]) + Number(fields[12]);
 };
 
-function runAttacker(port: number, scenario: Scenario) {
+export function runAttacker(port: number, scenario: Scenario) {
   const child = spawn(
     join(repoRoot, 'node_modules/.bin/tsx'),
     [
@@ -140,7 +149,7 @@ function runAttacker(port: number, scenario: Scenario) {
       String(scenario.attackMs),
       scenario.addresses.join(','),
     ],
-    { stdio: ['ignore', 'pipe', 'inherit'] },
+    { stdio: ['ignore', 'pipe', 'inherit'], env: { ...process.env, ...scenario.env } },
   );
   let out = '';
   const started = new Promise<void>((resolve, reject) => {
@@ -163,18 +172,21 @@ function runAttacker(port: number, scenario: Scenario) {
 /**
  * One attack while the other client goes on; prints what it saw. Resolves to the verdict,
  * or undefined when other work took more than maxOthersShare of the machine meanwhile.
+ * `helpers`: the drill's other processes (a proxy in front), whose CPU is the drill's own.
  */
-async function attack(
-  server: ServerProcess,
+export async function attack(
+  server: Pick<ServerProcess, 'child'>,
   base: URL,
   client: OtherClient,
   key: string,
   scenario: Scenario,
+  helpers: number[] = [],
 ): Promise<boolean | undefined> {
   const pid = server.child.pid as number;
   const cpuBefore = ticks(pid);
-  // The drill's own processes: this one, the service, and the attacker (which reports its own).
-  const oursBefore = ticks('self') + ticks(pid);
+  // The drill's own processes: this one, the service, its helpers, and the attacker (which reports its own).
+  const ours = () => ticks('self') + ticks(pid) + helpers.reduce((sum, helper) => sum + ticks(helper), 0);
+  const oursBefore = ours();
   const machineBefore = machineTicks();
   const started = performance.now();
   const attacker = runAttacker(Number(base.port), scenario);
@@ -189,7 +201,7 @@ async function attack(
   const cpu = (ticks(pid) - cpuBefore) / clockTicks;
   const wallTicks = ((performance.now() - started) / 1000) * clockTicks * cpus().length;
   const attackerTicks = (Number(seen.cpuMs) / 1000) * clockTicks;
-  const othersShare = (machineTicks() - machineBefore - (ticks('self') + ticks(pid) - oursBefore) - attackerTicks) / wallTicks;
+  const othersShare = (machineTicks() - machineBefore - (ours() - oursBefore) - attackerTicks) / wallTicks;
 
   const answered = samples.filter((s) => s.ok).length / samples.length;
   const p99 = percentile(samples, 99);
@@ -197,12 +209,17 @@ async function attack(
     const some = samples.filter((s) => s.fresh === fresh);
     return `${some.filter((s) => s.ok).length}/${some.length} answered, p99 ${percentile(some, 99).toFixed(0)} ms`;
   };
+  const lines = scenario.lines ?? defaultLines;
   const judged = othersShare <= maxOthersShare;
   const verdicts: Array<readonly [boolean, string]> = [
     [answered >= lines.answeredShare, `answered ${(answered * 100).toFixed(1)}% (line ${lines.answeredShare * 100}%)`],
     [p99 <= lines.p99Ms, `p99 ${p99.toFixed(0)} ms (line ${lines.p99Ms}; ${(p99 / lines.p99Ms).toFixed(2)}x)`],
     [rssPeak <= lines.rssMb, `RSS peak ${rssPeak.toFixed(0)} MB (line ${lines.rssMb}; ${(rssPeak / lines.rssMb).toFixed(2)}x)`],
   ];
+  if (scenario.attack === 'greedy') {
+    const invalid = Number(seen.invalid);
+    verdicts.push([invalid === 0, `the attacker's answers: ${invalid} not valid HTTP (line 0)`]);
+  }
   if (recovery && scenario.recoveryMs !== undefined) {
     const ms = recovery.ok ? recovery.ms : Infinity;
     verdicts.push([
@@ -248,6 +265,7 @@ export async function runDrill(drill: string, scenarios: Scenario[], client: Oth
     const base = new URL(server.url);
     const key = await customerKey(server.url, `${drill}-drill@example.com`);
     console.log(`service pid ${pid} on ${server.url}; file-descriptor limit ${limit ?? 'unknown'}; other client at ${client.address}`);
+    const lines = defaultLines;
     console.log(`lines: >= ${lines.answeredShare * 100}% answered, p99 <= ${lines.p99Ms} ms, RSS <= ${lines.rssMb} MB\n`);
 
     // Before any attack, for comparison, once each operation's first request (which compiles

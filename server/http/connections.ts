@@ -13,6 +13,7 @@ import type { Logger } from 'pino';
 import type { Config } from '../config';
 import { rawErrorResponse } from '../pipeline/errors';
 import { StartupError } from '../startup';
+import type { FairShareReason, Trust } from './admission';
 
 export type RefusalReason = 'address_cap' | 'global_cap';
 export const refusalReasons: readonly RefusalReason[] = ['address_cap', 'global_cap'];
@@ -28,6 +29,8 @@ export interface ConnectionCounts {
   readonly refused: Readonly<Record<RefusalReason, number>>;
   /** Connections closed while being served, by why; counted by server/http/pipelining.ts. */
   readonly closed: Record<CloseReason, number>;
+  /** Requests made to wait for their client's turn, or refused past its queue's bound (server/http/admission.ts). */
+  readonly fairShare: Record<FairShareReason, number>;
 }
 
 /**
@@ -127,9 +130,13 @@ export type CapsConfig = Pick<
  * listener that is not an Express app.
  */
 export function trustedProxies(app: RequestListener): (address: string) => boolean {
-  type Trust = (address: string, hop: number) => boolean;
-  const trust = (app as { get?: (setting: string) => Trust | undefined }).get?.('trust proxy fn');
+  const trust = proxyTrust(app);
   return trust ? (address) => trust(address, 0) : () => false;
+}
+
+/** Express's compiled `trust proxy fn`, whether the hop-th address from the socket is a trusted proxy; undefined for a listener that is not an Express app. */
+export function proxyTrust(app: RequestListener): Trust | undefined {
+  return (app as { get?: (setting: string) => Trust | undefined }).get?.('trust proxy fn');
 }
 
 /** The caps of a configuration: the pool counts only where there is one (PostgreSQL). */
@@ -325,5 +332,6 @@ export function capConnections(server: Server, options: CapOptions, log: Logger)
     },
     refused,
     closed: { not_reading: 0, pipelining: 0 },
+    fairShare: { deferred: 0, queue_full: 0, read_deferred: 0 },
   };
 }

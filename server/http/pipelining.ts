@@ -23,6 +23,9 @@ export function requestHeads(chunk: Buffer, atMost = maxPipelined): number {
   return heads;
 }
 
+/** What a connection whose requests wait may have read ahead of them; past it, it is over the bound. */
+const maxWaitingBytes = 256 * 1024;
+
 const pipeliningMessage = `More than ${maxPipelined} requests were sent on this connection before their answers were read: send fewer at once, and the rest on a new connection`;
 
 /** One connection's requests, as the server counts them. */
@@ -31,6 +34,12 @@ export class Pipeline {
   private unanswered = 0;
   /** Sent past maxPipelined: nothing more of it is parsed, and it is closed once what it is owed is out. */
   private over = false;
+  /** Its requests waiting for their client's turn (server/http/admission.ts): while any does, it is not read. */
+  private held = 0;
+  /** Put off by its client's fair share (server/http/admission.ts) until `wake`. */
+  private asleep = false;
+  /** Paused by the gate while requests waited or its client's share was spent. */
+  private pausedHere = false;
 
   /**
    * Puts the bounds on a connection that has Node's parser (not one refused by a cap):
@@ -39,6 +48,7 @@ export class Pipeline {
   constructor(
     private readonly socket: Socket,
     private readonly closed: ConnectionCounts['closed'],
+    private readonly putOff: (socket: Socket, wake: () => void) => boolean = () => false,
   ) {
     const [parse, ...others] = socket.listeners('data') as Array<(chunk: Buffer) => void>;
     if (!parse || others.length > 0) throw new Error("Expected http.Server's own 'data' listener alone");
@@ -50,6 +60,17 @@ export class Pipeline {
 
   private gate(chunk: Buffer, parse: (chunk: Buffer) => void): void {
     if (this.over) return;
+    if (
+      (this.held > 0 || this.asleep || (this.asleep = this.putOff(this.socket, this.wake))) &&
+      this.socket.readableLength < maxWaitingBytes
+    ) {
+      // Back to the socket's buffer, to be read on release() or wake(); Node's server
+      // resumes a connection as each of its answers ends, so this may come again meanwhile.
+      this.socket.pause();
+      this.pausedHere = true;
+      this.socket.unshift(chunk);
+      return;
+    }
     const room = Math.max(0, maxPipelined - this.unanswered);
     if (requestHeads(chunk, room) <= room) return parse(chunk);
     // Not parsed: answered 429 with `Connection: close` after the answers it is owed. A
@@ -64,6 +85,34 @@ export class Pipeline {
     if (this.socket.destroyed) return;
     this.socket.end(rawErrorResponse(429, 'rate_limited', pipeliningMessage, { 'Retry-After': '1' }));
     cutAfterLinger(this.socket);
+  }
+
+  /**
+   * One of its requests waits for its client's turn (server/http/admission.ts): what it
+   * sends meanwhile is not parsed, and the first read of it pauses it. Paused then, not
+   * now: most clients send nothing more until answered, and would pay two system calls a
+   * request for nothing.
+   */
+  hold(): void {
+    this.held++;
+  }
+
+  /** That request has run: once none waits, the connection is read again (what it holds first). */
+  release(): void {
+    this.held--;
+    this.readAgain();
+  }
+
+  /** Its client's turn has come round again: read it, unless one of its own requests waits. */
+  private readonly wake = () => {
+    this.asleep = false;
+    this.readAgain();
+  };
+
+  private readAgain(): void {
+    if (this.held > 0 || this.asleep || !this.pausedHere) return;
+    this.pausedHere = false;
+    if (!this.over && !this.socket.destroyed) this.socket.resume();
   }
 
   /** A request parsed from this connection. */

@@ -7,7 +7,8 @@ import { createServer, type IncomingMessage, type RequestListener, type Server, 
 import { Server as NetServer, type Socket } from 'node:net';
 import type { Logger } from 'pino';
 import type { Config } from '../config';
-import { capConnections, connectionCaps, trustedProxies, type CapsConfig, type ConnectionCounts } from './connections';
+import { fairShare, type FairShareConfig } from './admission';
+import { capConnections, connectionCaps, proxyTrust, trustedProxies, type CapsConfig, type ConnectionCounts } from './connections';
 import { closeNotReading, Pipeline } from './pipelining';
 import type { ErrorCode } from '../../domain/errors';
 import { rawErrorResponse } from '../pipeline/errors';
@@ -54,7 +55,8 @@ type ServerLimits = Pick<
   Config,
   'maxConnections' | 'headersTimeoutMs' | 'requestTimeoutMs' | 'keepAliveTimeoutMs' | 'sendTimeoutMs' | 'shutdownTimeoutMs'
 > &
-  CapsConfig;
+  CapsConfig &
+  FairShareConfig;
 
 /** What Node's parser refused, as the contract's Error. */
 function parserError(err: NodeJS.ErrnoException): { status: number; code: ErrorCode; message: string } {
@@ -143,6 +145,8 @@ export function createHttpServer(app: RequestListener, config: ServerLimits, lif
     if (answered.has(socket)) socket.destroy();
   };
   const pipelines = new WeakMap<Socket, Pipeline>();
+  // Each client's requests in its turn, and its connections read in its turn (server/http/admission.ts).
+  const admit = fairShare(app, config, proxyTrust(app), (socket) => pipelines.get(socket), connections.fairShare);
   // Answers queued behind an earlier one on their connection: should it close first, Node
   // drops them without a 'close'.
   const waiting = new WeakMap<Socket, Set<() => void>>();
@@ -153,7 +157,7 @@ export function createHttpServer(app: RequestListener, config: ServerLimits, lif
       for (const answer of waiting.get(socket) ?? []) answer();
     });
     // Not on a connection refused by a cap (server/http/connections.ts), which has no parser.
-    if ((socket as Socket & { parser?: unknown }).parser) pipelines.set(socket, new Pipeline(socket, connections.closed));
+    if ((socket as Socket & { parser?: unknown }).parser) pipelines.set(socket, new Pipeline(socket, connections.closed, admit.putOff));
   });
   server.once('close', closeNotReading(sockets, config.sendTimeoutMs, connections.closed));
 
@@ -186,7 +190,7 @@ export function createHttpServer(app: RequestListener, config: ServerLimits, lif
       queued.add(answer);
     }
     if (held) held.push([req, res]);
-    else app(req, res);
+    else admit.listener(req, res);
   });
 
   const drain = (delayMs = 0) =>

@@ -10,6 +10,7 @@ import { AggregatorRegistry, collectDefaultMetrics, Counter, Gauge, Histogram, R
 import type { Logger } from 'pino';
 import type { Storage } from '../../domain/storage';
 import type { StoreEvents } from '../../domain/store';
+import { fairShareReasons } from '../http/admission';
 import { closeReasons, refusalReasons, type ConnectionCounts } from '../http/connections';
 import type { ApiError } from '../../domain/errors';
 import type { OnRefusal, RateLimiterName } from '../security/rate-limit';
@@ -272,6 +273,12 @@ export function createMetrics(): Metrics {
       'Connections closed while being served, by why: answers not read for SEND_TIMEOUT_MS, or more requests sent ahead of their answers than one connection may have',
       closeReasons,
       () => counts.closed,
+    );
+    counter(
+      'petstore_fair_share_requests_total',
+      "Requests held back for their client's fair share: made to wait for its turn (deferred), or refused with 429 past FAIR_SHARE_QUEUE (queue_full); and reads of a connection put off while its client's requests wait (read_deferred)",
+      fairShareReasons,
+      () => counts.fairShare,
     );
   };
 

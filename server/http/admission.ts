@@ -1,0 +1,247 @@
+// A fair share of the event loop for every client. Node runs the requests of every socket
+// that is ready in one turn of its event loop, first come, first served: under a client
+// that keeps 1,600 requests in flight a turn took 100-400 ms, and every other client's
+// request, a new connection's accept and a probe waited for all of it. Here a request runs
+// at once while nothing waits and the turn has not spent its slice (FAIR_SHARE_SLICE_MS, by
+// the clock); otherwise it joins its client's queue, and the queues run round-robin, one
+// request a client at a time (within a client, its credentials in turn), a slice a turn,
+// each turn ending with a yield (setImmediate) so that accepts and other sockets' reads get
+// theirs. A connection with a request queued is not read further, and once the turn's slice
+// is spent neither is any connection of a client with requests queued (backpressure: their
+// reads are not parsed until the client's queue is empty). One client's queue is bounded:
+// past FAIR_SHARE_QUEUE a request is answered 429 at once, before Express.
+// docs/operations.md ("Connections", Fair share) says what a client sees.
+import { randomUUID } from 'node:crypto';
+import { STATUS_CODES, type IncomingMessage, type RequestListener, type ServerResponse } from 'node:http';
+import type { Socket } from 'node:net';
+import { ipKeyGenerator } from 'express-rate-limit';
+import type { Config } from '../config';
+
+export type FairShareReason = 'deferred' | 'queue_full' | 'read_deferred';
+export const fairShareReasons: readonly FairShareReason[] = ['deferred', 'queue_full', 'read_deferred'];
+
+export type FairShareConfig = Pick<Config, 'fairShare' | 'fairShareQueue' | 'fairShareSliceMs'>;
+
+/** Express's compiled `trust proxy` (TRUST_PROXY): whether the `hop`-th address from the socket is a trusted proxy. */
+export type Trust = (address: string, hop: number) => boolean;
+
+/**
+ * Who a request is from, for its share: the peer's address, or behind trusted proxies the
+ * address Express's `req.ip` names (the right-most X-Forwarded-For entry not written by a
+ * trusted proxy), read from the header without Express. An IPv6 address counts by its
+ * /56, as the connection caps and rate limits count it. The API key is not part of it:
+ * it is checked against the database only later, and a client that sent a new random
+ * string on each request would otherwise be as many clients as it liked. Within a
+ * client's share its credentials take turns (see fairShare), which buys none any more.
+ */
+export function clientKey(req: IncomingMessage, trust: Trust | undefined): string {
+  let address = req.socket.remoteAddress ?? '';
+  const forwarded = req.headers['x-forwarded-for'];
+  if (trust && typeof forwarded === 'string' && trust(address, 0)) {
+    const hops = forwarded.split(',');
+    for (let i = hops.length - 1, hop = 1; i >= 0; i--, hop++) {
+      address = (hops[i] as string).trim();
+      if (!trust(address, hop)) break;
+    }
+  }
+  return ipKeyGenerator(address);
+}
+
+/** A direct connection's client, worked out once. */
+const peerKeys = new WeakMap<Socket, string>();
+function peerKey(socket: Socket, peer: string): string {
+  let key = peerKeys.get(socket);
+  if (key === undefined) peerKeys.set(socket, (key = ipKeyGenerator(peer)));
+  return key;
+}
+
+/** A FIFO that does not copy on shift. */
+class Queue<T> {
+  private items: Array<T | undefined> = [];
+  private head = 0;
+
+  get length(): number {
+    return this.items.length - this.head;
+  }
+
+  push(item: T): void {
+    this.items.push(item);
+  }
+
+  shift(): T | undefined {
+    if (this.head === this.items.length) return undefined;
+    const item = this.items[this.head];
+    this.items[this.head++] = undefined;
+    if (this.head === this.items.length) {
+      this.items = [];
+      this.head = 0;
+    } else if (this.head > 1024 && this.head * 2 > this.items.length) {
+      this.items = this.items.slice(this.head);
+      this.head = 0;
+    }
+    return item;
+  }
+}
+
+interface Waiting {
+  req: IncomingMessage;
+  res: ServerResponse;
+}
+
+/** The requests of one credential (its Authorization header, or none) from one client. */
+interface Credential {
+  key: string;
+  waiting: Queue<Waiting>;
+}
+
+/** A client's waiting requests, by credential, taken in turn. */
+interface Client {
+  key: string;
+  waiting: number;
+  credentials: Map<string, Credential>;
+  turns: Queue<Credential>;
+  /** Its connections put off meanwhile: to be read again once none of its requests waits. */
+  asleep: Array<() => void>;
+  /** When the first of them was put off. */
+  asleepSince: number;
+}
+
+/** What the connection holds for the scheduler (server/http/pipelining.ts's Pipeline). */
+export interface Held {
+  /** A request of the connection waits: read no more of it. */
+  hold(): void;
+  /** That request runs now: read it again once none of its requests waits. */
+  release(): void;
+}
+
+/** The listener that gives each client its share, and what a connection asks before a read of it is parsed. */
+export interface FairShare {
+  listener: RequestListener;
+  /** True when the read must wait: the caller puts it back and pauses; `wake` is called once it may be read. */
+  putOff: (socket: Socket, wake: () => void) => boolean;
+}
+
+/** The longest a connection is put off while its client's queue does not empty. */
+const maxAsleepMs = 100;
+
+const wakeAll = (client: Client) => {
+  const asleep = client.asleep;
+  client.asleep = [];
+  for (const wake of asleep) wake();
+};
+
+const retryAfterSeconds = 1;
+const queueFullMessage = (bound: number) =>
+  `This client already has ${bound} requests waiting for their turn, its most: wait for their answers, or retry after Retry-After`;
+
+/**
+ * The request listener that gives each client its share, in front of `run` (the app).
+ * `connection` finds a socket's hold; `counts` is where deferred and refused requests are
+ * counted for the metrics.
+ */
+export function fairShare(
+  run: RequestListener,
+  config: FairShareConfig,
+  trust: Trust | undefined,
+  connection: (socket: Socket) => Held | undefined,
+  counts: Record<FairShareReason, number>,
+): FairShare {
+  if (!config.fairShare) return { listener: run, putOff: () => false };
+  const sliceMs = config.fairShareSliceMs;
+  const bound = config.fairShareQueue;
+  const refusal = JSON.stringify({ code: 'rate_limited', message: queueFullMessage(bound), status: 429 });
+  const clients = new Map<string, Client>();
+  // Clients with requests waiting, in their turn's order.
+  const turns = new Queue<Client>();
+  // When this turn of the event loop's share began (its I/O, then its slice of waiting
+  // requests), and whether the turn's end is scheduled. Wall-clock, not the requests' own
+  // time: reading and parsing a greedy client's requests, their answers' ends and the
+  // collector's work are what made a turn long, and they happen outside any request.
+  let began = performance.now();
+  let scheduled = false;
+
+  const schedule = () => {
+    if (scheduled) return;
+    scheduled = true;
+    began = performance.now();
+    setImmediate(turn);
+  };
+  // After the turn's I/O: a slice spent on the waiting requests, a client at a time.
+  const turn = () => {
+    scheduled = false;
+    const until = performance.now() + sliceMs;
+    while (turns.length > 0 && performance.now() < until) {
+      const client = turns.shift() as Client;
+      const credential = client.turns.shift() as Credential;
+      const { req, res } = credential.waiting.shift() as Waiting;
+      if (credential.waiting.length > 0) client.turns.push(credential);
+      else client.credentials.delete(credential.key);
+      if (--client.waiting > 0) {
+        turns.push(client);
+        // A client whose queue never empties still has each of its connections read now and then.
+        if (client.asleep.length > 0 && performance.now() - client.asleepSince > maxAsleepMs) wakeAll(client);
+      } else {
+        clients.delete(client.key);
+        // Its connections put off while it waited are read again (from the next turn's share).
+        wakeAll(client);
+      }
+      run(req, res);
+      connection(req.socket)?.release();
+    }
+    if (turns.length > 0) schedule();
+  };
+
+  /**
+   * Asked by a connection before a read of it is parsed: true when the read must wait, and
+   * `wake` is called once it may go on. While the turn's share is spent, a client with
+   * requests waiting has no more of its connections read: parsing is most of what a request
+   * costs, and a turn that parsed every ready connection of a greedy client was long for
+   * everyone (a new connection waits for two turns, its accept's and its request's). Only
+   * direct connections: a trusted proxy's carries many clients, one request at a time.
+   */
+  const putOff = (socket: Socket, wake: () => void): boolean => {
+    if (turns.length === 0 || performance.now() - began < sliceMs) return false;
+    const peer = socket.remoteAddress;
+    if (peer === undefined || trust?.(peer, 0)) return false;
+    const client = clients.get(peerKey(socket, peer));
+    if (!client) return false;
+    if (client.asleep.push(wake) === 1) client.asleepSince = performance.now();
+    counts.read_deferred++;
+    return true;
+  };
+
+  const listener: RequestListener = (req, res) => {
+    if (turns.length === 0 && (!scheduled || performance.now() - began < sliceMs)) {
+      schedule();
+      run(req, res);
+      return;
+    }
+    const key = clientKey(req, trust);
+    let client = clients.get(key);
+    if (!client) clients.set(key, (client = { key, waiting: 0, credentials: new Map(), turns: new Queue(), asleep: [], asleepSince: 0 }));
+    if (client.waiting >= bound) {
+      counts.queue_full++;
+      res.writeHead(429, STATUS_CODES[429], {
+        'Content-Type': 'application/json',
+        'Content-Length': Buffer.byteLength(refusal),
+        'X-Content-Type-Options': 'nosniff',
+        'X-Request-Id': randomUUID(),
+        'Retry-After': String(retryAfterSeconds),
+      });
+      res.end(refusal);
+      return;
+    }
+    counts.deferred++;
+    const by = req.headers.authorization ?? '';
+    let credential = client.credentials.get(by);
+    if (!credential) {
+      client.credentials.set(by, (credential = { key: by, waiting: new Queue() }));
+      client.turns.push(credential);
+    }
+    credential.waiting.push({ req, res });
+    if (++client.waiting === 1) turns.push(client);
+    connection(req.socket)?.hold();
+    schedule();
+  };
+  return { listener, putOff };
+}

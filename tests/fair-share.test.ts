@@ -1,0 +1,224 @@
+// Each client's fair share of the event loop (server/http/admission.ts), on the service's
+// HTTP server (server/http/server.ts) on loopback, in front of an app whose every request
+// costs 1 ms of CPU: a greedy client in a process of its own (scripts/drill/attacker.ts)
+// cannot hold a quiet one's requests behind its own; a connection whose requests wait is
+// not read meanwhile; a client past its queue's bound is answered 429 in the Error shape.
+import { spawn, type ChildProcess } from 'node:child_process';
+import { Agent, request, type RequestListener } from 'node:http';
+import { connect, type AddressInfo, type Socket } from 'node:net';
+import { join } from 'node:path';
+import pino from 'pino';
+import express from 'express';
+import { clientKey, type Trust } from '../server/http/admission';
+import { loadConfig } from '../server/config';
+import { createHttpServer, createLifecycle, type HttpService } from '../server/http/server';
+import { repoRoot } from '../scripts/server-process';
+import { describeOnLinux } from './platform';
+
+/** An app whose every request costs `ms` of CPU, synchronously, as a handler's own work does. */
+const burning =
+  (ms: number): RequestListener =>
+  (_req, res) => {
+    const until = performance.now() + ms;
+    while (performance.now() < until);
+    res.setHeader('Content-Type', 'application/json');
+    res.end('{"status":"ok"}');
+  };
+
+async function serve(app: RequestListener, env: Record<string, string> = {}): Promise<{ http: HttpService; port: number }> {
+  const config = loadConfig({ SHUTDOWN_DELAY_MS: '0', ...env });
+  const http = createHttpServer(app, config, createLifecycle(), pino({ level: 'silent' }));
+  await new Promise<void>((resolve) => http.server.listen(0, '127.0.0.1', resolve));
+  return { http, port: (http.server.address() as AddressInfo).port };
+}
+
+const stop = async (http: HttpService) => {
+  http.server.closeAllConnections();
+  await new Promise((resolve) => http.server.close(resolve));
+};
+
+/** The greedy client: `connections` from 10 addresses of its own, 8 requests in flight on each, every answer read. */
+function greedy(port: number, connections: number, ms: number): { child: ChildProcess; started: Promise<void> } {
+  const addresses = Array.from({ length: 10 }, (_, i) => `127.52.1.${i + 1}`).join(',');
+  const child = spawn(
+    process.execPath,
+    ['--import', 'tsx', join(repoRoot, 'scripts/drill/attacker.ts'), 'greedy', String(port), String(connections), String(ms), addresses],
+    { cwd: repoRoot, stdio: ['ignore', 'pipe', 'inherit'], env: { ...process.env, IN_FLIGHT: '8' } },
+  );
+  const started = new Promise<void>((resolve) => child.stdout?.once('data', () => resolve()));
+  return { child, started };
+}
+
+/** One GET on the keep-alive agent; resolves to how long its answer took, ms. */
+function timed(port: number, agent: Agent): Promise<number> {
+  const started = performance.now();
+  return new Promise((resolve, reject) => {
+    const req = request({ host: '127.0.0.1', port, path: '/healthz', agent }, (res) => {
+      res.resume();
+      res.on('end', () => resolve(performance.now() - started));
+    });
+    req.on('error', reject);
+    req.end();
+  });
+}
+
+const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)] as number;
+
+/** The quiet client's median time to an answer, one request at a time for `ms`, while the greedy client floods. */
+async function quietUnderFlood(env: Record<string, string>): Promise<number> {
+  const { http, port } = await serve(burning(1), env);
+  const flood = greedy(port, 40, 4_000);
+  try {
+    await flood.started;
+    // The flood under way: its 320 requests in flight.
+    await new Promise((r) => setTimeout(r, 500));
+    const agent = new Agent({ keepAlive: true, maxSockets: 1 });
+    const times: number[] = [];
+    const until = performance.now() + 2_000;
+    while (performance.now() < until) times.push(await timed(port, agent));
+    agent.destroy();
+    return median(times);
+  } finally {
+    flood.child.kill();
+    await stop(http);
+  }
+}
+
+describeOnLinux('client addresses across 127.0.0.0/8', 'a fair share for every client', () => {
+  it("answers a quiet client at once while a greedy one keeps 320 requests in flight, which without it waits for the greedy client's", async () => {
+    const fair = await quietUnderFlood({});
+    const unfair = await quietUnderFlood({ FAIR_SHARE: 'false' });
+    // 320 requests of 1 ms each in every turn of the event loop: some 300 ms a request
+    // without a share; with one, a round of the 11 clients and a slice.
+    expect(unfair).toBeGreaterThan(150);
+    expect(fair).toBeLessThan(unfair / 4);
+  }, 60_000);
+});
+
+describe('who a request is from', () => {
+  const trust = (setting: string | number) => express().set('trust proxy', setting).get('trust proxy fn') as Trust;
+  const from = (remoteAddress: string, forwarded?: string) =>
+    ({ socket: { remoteAddress }, headers: forwarded === undefined ? {} : { 'x-forwarded-for': forwarded } }) as never;
+
+  it('is the peer, X-Forwarded-For unread, unless the peer is a trusted proxy', () => {
+    expect(clientKey(from('203.0.113.7', '198.51.100.1'), undefined)).toBe('203.0.113.7');
+    expect(clientKey(from('203.0.113.7', '198.51.100.1'), trust('loopback'))).toBe('203.0.113.7');
+  });
+
+  it("behind trusted proxies is the right-most address they did not write, as Express's req.ip", () => {
+    // The client wrote the first entry itself; the proxy appended the address it saw.
+    expect(clientKey(from('127.0.0.1', '10.9.9.9, 198.51.100.1'), trust('loopback'))).toBe('198.51.100.1');
+    expect(clientKey(from('127.0.0.1', '198.51.100.1, 127.0.0.2'), trust('loopback'))).toBe('198.51.100.1');
+    expect(clientKey(from('127.0.0.1', '10.9.9.9, 198.51.100.1'), trust(1))).toBe('198.51.100.1');
+  });
+
+  it('is an IPv6 client by its /56, however many addresses of it it uses', () => {
+    expect(clientKey(from('2001:db8:1:2ff::1'), undefined)).toBe(clientKey(from('2001:db8:1:200::9'), undefined));
+    expect(clientKey(from('2001:db8:1:300::1'), undefined)).not.toBe(clientKey(from('2001:db8:1:200::1'), undefined));
+  });
+});
+
+/** A raw connection that keeps what it reads. */
+function rawConnection(port: number): { socket: Socket; read: () => string } {
+  const socket = connect({ port, host: '127.0.0.1' });
+  let text = '';
+  socket.on('data', (chunk: Buffer) => (text += chunk.toString('latin1')));
+  socket.on('error', () => {});
+  return { socket, read: () => text };
+}
+
+const get = (id: number, key = 'a') => `GET /healthz HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer ${key}\r\nX-Request-Id: r${id}\r\n\r\n`;
+const statuses = (text: string) => [...text.matchAll(/HTTP\/1\.1 (\d{3}) /g)].map((m) => Number(m[1]));
+
+async function until(check: () => boolean, ms = 10_000): Promise<void> {
+  const deadline = Date.now() + ms;
+  while (!check()) {
+    if (Date.now() > deadline) throw new Error(`still not there after ${ms} ms`);
+    await new Promise((r) => setTimeout(r, 10));
+  }
+}
+
+describe('a client whose requests wait', () => {
+  it('is not read meanwhile: a second batch sent while the first waits is read only once the first ran', async () => {
+    const { http, port } = await serve(burning(1));
+    try {
+      const client = rawConnection(port);
+      const batch = (from: number) => Array.from({ length: 100 }, (_, i) => get(from + i)).join('');
+      client.socket.write(batch(0));
+      // The first answers are out: the rest of the batch waits in the client's queue.
+      await until(() => statuses(client.read()).length > 0);
+      client.socket.write(batch(100));
+      await until(() => statuses(client.read()).length === 200 || client.socket.destroyed);
+      // Read while 29 or more of the first batch waited, the second would have taken the
+      // connection past the 128 requests it may leave unanswered (server/http/pipelining.ts).
+      expect(statuses(client.read())).toEqual(Array.from({ length: 200 }, () => 200));
+      expect(http.connections.fairShare.deferred).toBeGreaterThan(150);
+      client.socket.destroy();
+    } finally {
+      await stop(http);
+    }
+  }, 30_000);
+
+  it("has its other connections' reads put off while its requests wait past the turn's slice, and all answered", async () => {
+    const { http, port } = await serve(burning(20));
+    try {
+      const connections = Array.from({ length: 10 }, () => rawConnection(port));
+      await Promise.all(connections.map(({ socket }) => new Promise((resolve) => socket.once('connect', resolve))));
+      const [first, ...others] = connections as [ReturnType<typeof rawConnection>, ...ReturnType<typeof rawConnection>[]];
+      // One request spends the turn's slice (20 ms) while the others' batches arrive.
+      first.socket.write(get(0));
+      for (const [n, { socket }] of others.entries()) socket.write(Array.from({ length: 10 }, (_, i) => get(100 * n + i)).join(''));
+      await until(() => statuses(first.read()).length === 1);
+      // Read while the client's requests waited and the slice was spent: put off, not parsed.
+      await until(() => http.connections.fairShare.read_deferred > 0, 5_000);
+      await until(() => others.every(({ read }) => statuses(read()).length === 10));
+      expect(others.flatMap(({ read }) => statuses(read()))).toEqual(Array.from({ length: 90 }, () => 200));
+      for (const { socket } of connections) socket.destroy();
+    } finally {
+      await stop(http);
+    }
+  }, 30_000);
+
+  it("takes turns with the client's other credentials, but buys no share of its own", async () => {
+    const { http, port } = await serve(burning(10));
+    try {
+      const busy = rawConnection(port);
+      busy.socket.write(Array.from({ length: 40 }, (_, i) => get(i, 'first')).join(''));
+      await until(() => statuses(busy.read()).length > 0);
+      // The same address with another key: its request waits for one turn of the first key's, not for all 39.
+      const other = rawConnection(port);
+      other.socket.write(get(0, 'second'));
+      await until(() => statuses(other.read()).length === 1);
+      expect(statuses(busy.read()).length).toBeLessThan(10);
+      busy.socket.destroy();
+      other.socket.destroy();
+    } finally {
+      await stop(http);
+    }
+  }, 30_000);
+
+  it('is answered 429 rate_limited with Retry-After in the Error shape past FAIR_SHARE_QUEUE', async () => {
+    const { http, port } = await serve(burning(10), { FAIR_SHARE_QUEUE: '4' });
+    try {
+      const client = rawConnection(port);
+      client.socket.write(Array.from({ length: 20 }, (_, i) => get(i)).join(''));
+      await until(() => statuses(client.read()).length === 20);
+      const text = client.read();
+      // The first runs at once and spends the turn's slice; four wait; the rest are refused, answered in order.
+      expect(statuses(text)).toEqual([...Array.from({ length: 5 }, () => 200), ...Array.from({ length: 15 }, () => 429)]);
+      const refusal = text.slice(text.indexOf('HTTP/1.1 429'));
+      expect(refusal).toMatch(/\r\nRetry-After: 1\r\n/);
+      expect(refusal).toMatch(/\r\nContent-Type: application\/json\r\n/);
+      const body = JSON.parse(refusal.slice(refusal.indexOf('\r\n\r\n') + 4, refusal.indexOf('}') + 1)) as Record<string, unknown>;
+      expect(body).toEqual({ code: 'rate_limited', message: expect.stringContaining('4 requests waiting') as unknown, status: 429 });
+      expect(http.connections.fairShare.queue_full).toBe(15);
+      // The connection stays open for its next requests.
+      client.socket.write(get(99));
+      await until(() => statuses(client.read()).length === 21);
+      expect(statuses(client.read())[20]).toBe(200);
+      client.socket.destroy();
+    } finally {
+      await stop(http);
+    }
+  }, 30_000);
+});
