@@ -162,18 +162,24 @@ describe('a client whose requests wait', () => {
   it("has its other connections' reads put off while its requests wait past the turn's slice, and all answered", async () => {
     const { http, port } = await serve(burning(20));
     try {
-      const connections = Array.from({ length: 10 }, () => rawConnection(port));
-      await Promise.all(connections.map(({ socket }) => new Promise((resolve) => socket.once('connect', resolve))));
-      const [first, ...others] = connections as [ReturnType<typeof rawConnection>, ...ReturnType<typeof rawConnection>[]];
-      // One request spends the turn's slice (20 ms) while the others' batches arrive.
-      first.socket.write(get(0));
-      for (const [n, { socket }] of others.entries()) socket.write(Array.from({ length: 10 }, (_, i) => get(100 * n + i)).join(''));
-      await until(() => statuses(first.read()).length === 1);
+      // Which turn each batch is read in is up to the kernel and a loaded machine: the
+      // scenario is played until a read came while the client's requests waited (at most 5
+      // times); with the put-off disabled, none ever does.
+      for (let attempt = 0; attempt < 5 && http.connections.fairShare.read_deferred === 0; attempt++) {
+        const connections = Array.from({ length: 10 }, () => rawConnection(port));
+        await Promise.all(connections.map(({ socket }) => new Promise((resolve) => socket.once('connect', resolve))));
+        const [first, ...others] = connections as [ReturnType<typeof rawConnection>, ...ReturnType<typeof rawConnection>[]];
+        // One request spends the turn's slice (20 ms) while the others' batches arrive.
+        first.socket.write(get(0));
+        for (const [n, { socket }] of others.entries()) socket.write(Array.from({ length: 10 }, (_, i) => get(100 * n + i)).join(''));
+        await until(() => statuses(first.read()).length === 1);
+        await until(() => others.every(({ read }) => statuses(read()).length === 10));
+        // Put off or not, every request is answered, in order.
+        expect(others.flatMap(({ read }) => statuses(read()))).toEqual(Array.from({ length: 90 }, () => 200));
+        for (const { socket } of connections) socket.destroy();
+      }
       // Read while the client's requests waited and the slice was spent: put off, not parsed.
-      await until(() => http.connections.fairShare.read_deferred > 0, 5_000);
-      await until(() => others.every(({ read }) => statuses(read()).length === 10));
-      expect(others.flatMap(({ read }) => statuses(read()))).toEqual(Array.from({ length: 90 }, () => 200));
-      for (const { socket } of connections) socket.destroy();
+      expect(http.connections.fairShare.read_deferred).toBeGreaterThan(0);
     } finally {
       await stop(http);
     }
