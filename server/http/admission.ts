@@ -1,7 +1,8 @@
 // A fair share of the event loop for every client. Node runs the requests of every socket
 // that is ready in one turn of its event loop, first come, first served: under a client
-// that keeps 1,600 requests in flight a turn took 100-400 ms, and every other client's
-// request, a new connection's accept and a probe waited for all of it. Here a request runs
+// that keeps many requests in flight every other client's request, a new connection's
+// accept and a probe wait for all of a long turn (docs/operations.md, "Connections", has
+// the figures). Here a request runs
 // at once while nothing waits and the turn has not spent its slice (FAIR_SHARE_SLICE_MS, by
 // the clock); otherwise it joins its client's queue, and the queues run round-robin, one
 // request a client at a time (within a client, its credentials in turn), a slice a turn,

@@ -66,7 +66,7 @@ function inject(app: RequestHandler, url: string): Promise<number> {
  * Runs every URL of `urls` through `app` in rounds, a turn of the event loop between
  * rounds (a probe or a client is answered meanwhile). The first round always runs: it
  * compiles each operation's validators, which its first client would otherwise wait for
- * (100 to 300 ms an operation). The rounds after it, up to `rounds`, run while less than
+ * (docs/performance.md, "Warm before ready"). The rounds after it, up to `rounds`, run while less than
  * `budgetMs` has passed since the first ended. Resolves with what it did.
  */
 export async function warmUp(
