@@ -1,7 +1,7 @@
 // What this process serves as it is (the contract, the reference's files), in each coding
 // a client may take, compressed once: on the first request for it, in libuv's threads, so
-// neither start-up nor the event loop pays for it (brotli's best quality takes 0.7 s for
-// the contract's 125 KB; docs/performance.md, "Bytes on the wire"). Each coding its own
+// neither start-up nor the event loop pays for it (brotli's best quality is slow:
+// docs/performance.md, "Bytes on the wire"). Each coding its own
 // strong ETag, `Vary: Accept-Encoding`, and the conditional requests of RFC 9110 (13.2.2),
 // every refusal in the Error shape through the error mapper.
 import { createHash } from 'node:crypto';
