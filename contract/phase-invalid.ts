@@ -76,20 +76,37 @@ function parameterProbes(run: Run, op: Operation, auth: Record<string, string>):
       });
     }
   }
-  probes.push({
-    label: 'an unknown query parameter',
-    expect: invalid,
-    request: (inputs) => run.build(op, inputs, auth, { extraQuery: 'unexpectedParameter=1' }),
-  });
+  // Refused by the validator's one setting for every operation (no operation declares
+  // this name): sent to one operation the run can call each run (Run.shareOut), and to every
+  // operation with no parameter and no body, for which it is the only input to refuse.
+  const inputless = (o: Operation) => o.params.length === 0 && !o.body;
+  if (inputless(op) || run.shareOut(op, ['an unknown query parameter'], (o) => callable(run)(o) && !inputless(o)).length > 0) {
+    probes.push({
+      label: 'an unknown query parameter',
+      expect: invalid,
+      request: (inputs) => run.build(op, inputs, auth, { extraQuery: 'unexpectedParameter=1' }),
+    });
+  }
   return probes;
 }
 
+/** The operations the run has credentials for, among which a shared form may go. */
+const callable = (run: Run) => (o: Operation) => run.authFor(o) !== undefined;
+
 const contentTypeForms = ['text/plain', 'application/x-www-form-urlencoded', 'application/xml', 'none'];
 /**
- * The broken bodies (contract/generate.ts, brokenBodies) that no schema is needed to refuse.
- * A body over the limit is not among them: each operation documents its own 413.
+ * The broken bodies (contract/generate.ts, brokenBodies) that no schema is needed to refuse:
+ * the body reader's own refusals, before the schema (server: JSON, depth). A field nested
+ * too deep is one form, sent in each field of the operation it goes to. A body over the
+ * limit is not among them: each operation documents its own 413.
  */
-const readerFaults = [/^a JSON array instead of an object$/, /^JSON nested 40 levels deep$/, /^malformed JSON$/, /^the JSON literal null$/];
+const readerFaults = [
+  /^a JSON array instead of an object$/,
+  /^JSON nested 40 levels deep$/,
+  /^field ".*" nested 40 levels deep$/,
+  /^malformed JSON$/,
+  /^the JSON literal null$/,
+];
 
 function bodyProbes(run: Run, op: Operation, auth: Record<string, string>): Probe[] {
   if (!op.body) return [];
@@ -105,7 +122,8 @@ function bodyProbes(run: Run, op: Operation, auth: Record<string, string>): Prob
   // (Run.shareOut). What depends on the operation's schema goes to every one.
   const broken = brokenBodies(schema, sampleBody, deref, limit);
   const isGeneric = (label: string) => readerFaults.some((fault) => fault.test(label));
-  const generic = new Set(run.shareOut(op, [...readerFaults.map(String), ...contentTypeForms], 'body'));
+  const takesBody = (o: Operation) => o.body !== undefined && callable(run)(o);
+  const generic = new Set(run.shareOut(op, [...readerFaults.map(String), ...contentTypeForms], takesBody));
   const sent = (label: string) => !isGeneric(label) || readerFaults.some((fault) => fault.test(label) && generic.has(String(fault)));
   for (const { label, text } of broken.filter((b) => sent(b.label))) {
     const tooLarge = text.length > limit;
@@ -161,6 +179,20 @@ function textProbes(run: Run, op: Operation, auth: Record<string, string>): Prob
   // What a server may make of a malformed escape: refuse it, or keep the escape as text.
   const refuses = (p: Param, escaped: string, decoded: string | undefined) =>
     !acceptsText(run, p, escaped) && (decoded === undefined || !acceptsText(run, p, decoded));
+  // A parameter that holds no text (a number, a boolean, a list of them) refuses every
+  // escape by its type, which its wrong-type probes check for every operation; what the
+  // escapes add there is the URL's percent-decoding, one step for all operations. Each
+  // escape goes to one operation with such a parameter in the path, and one with one in the
+  // query, each run (Run.shareOut), in each of those parameters.
+  const sharedIn = (where: 'path' | 'query') =>
+    new Set(
+      run.shareOut(
+        op,
+        inUrl.map(([label]) => label),
+        (o) => callable(run)(o) && o.params.some((p) => p.in === where && holdsNoText(run, p)),
+      ),
+    );
+  const shared = { path: sharedIn('path'), query: sharedIn('query') };
   for (const p of op.params) {
     if (p.in === 'header') {
       const values: Array<[string, string, string[]]> = [
@@ -182,6 +214,7 @@ function textProbes(run: Run, op: Operation, auth: Record<string, string>): Prob
       continue;
     }
     for (const [label, escaped, decoded] of inUrl) {
+      if ((p.in === 'path' || p.in === 'query') && holdsNoText(run, p) && !shared[p.in].has(label)) continue;
       probes.push({
         label: `${p.in} parameter "${p.name}" holding ${label} (${escaped})`,
         expect: refuses(p, escaped, decoded) ? { kind: 'invalid' } : { kind: 'not-status', status: 500 },
@@ -195,14 +228,18 @@ function textProbes(run: Run, op: Operation, auth: Record<string, string>): Prob
       });
     }
   }
-  const fields = op.body ? (flatten(op.body.schema, run.contract.deref).properties ?? {}) : {};
-  for (const [name, fieldSchema] of Object.entries(fields as Record<string, unknown>)) {
-    const field = flatten(fieldSchema, run.contract.deref);
-    if (typeOf(field) !== 'string' || field.readOnly === true) continue;
-    for (const [label, escape] of [
-      ['U+0000 (\\u0000)', '\\u0000'],
-      ['a lone surrogate escape (\\ud800)', '\\ud800'],
-    ]) {
+  // The body reader refuses these in any string of a body, whatever the schema (the
+  // spec's rule for bodies): each form goes to one operation with a string field each run
+  // (Run.shareOut), in each of its string fields.
+  const forms: Array<[string, string]> = [
+    ['U+0000 (\\u0000)', '\\u0000'],
+    ['a lone surrogate escape (\\ud800)', '\\ud800'],
+  ];
+  const textFields = (o: Operation) =>
+    run.fields(o.body?.schema ?? {}).filter(([, field]) => typeOf(field) === 'string' && field.readOnly !== true);
+  const inBody = run.shareOut(op, forms, (o) => o.body !== undefined && callable(run)(o) && textFields(o).length > 0);
+  for (const [name] of op.body ? textFields(op) : []) {
+    for (const [label, escape] of inBody) {
       probes.push({
         label: `body field "${name}" holding ${label}`,
         expect: { kind: 'invalid' },
@@ -215,6 +252,13 @@ function textProbes(run: Run, op: Operation, auth: Record<string, string>): Prob
     }
   }
   return probes;
+}
+
+/** Whether a parameter's values are numbers or booleans (or lists of them): no text at all. */
+function holdsNoText(run: Run, p: Param): boolean {
+  const schema = inline(run, p.schema);
+  const type = typeOf(schema) === 'array' ? typeOf(flatten(schema.items ?? {}, run.contract.deref)) : typeOf(schema);
+  return type === 'integer' || type === 'number' || type === 'boolean';
 }
 
 /** Whether a parameter's schema accepts this text, read the way a server coerces it. */
@@ -302,7 +346,8 @@ function authProbes(run: Run, op: Operation): Probe[] {
       ['a tab between scheme and key', `Bearer\t${key}`],
       ['a well-formed key that does not exist', `Bearer ${unknown}`],
     ];
-    for (const [label, value] of run.shareOut(op, forms)) probe(label, value === undefined ? {} : { Authorization: value }, 401);
+    for (const [label, value] of run.shareOut(op, forms, (o) => o.security === 'bearer', { keepFirst: true }))
+      probe(label, value === undefined ? {} : { Authorization: value }, 401);
     if (op.role && run.customer.header && run.customer !== run.admin) {
       probe(`a customer key on an operation for ${op.role}s`, { Authorization: run.customer.header }, 403);
     }

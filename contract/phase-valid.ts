@@ -250,8 +250,11 @@ export async function exerciseOther(run: Run, op: Operation, auth: Record<string
     onPass: followNext,
   });
 
-  if (op.method === 'get' && op.security === 'bearer' && auth.Authorization) {
-    // The scheme name is case-insensitive (RFC 9110): `bearer` must work as `Bearer` does.
+  // The scheme name is case-insensitive (RFC 9110): `bearer` must work as `Bearer` does. One
+  // credential parser reads it for every operation: one such read each run (Run.shareOut).
+  const lowerCase = (o: Operation) =>
+    o.method === 'get' && o.security === 'bearer' && !run.itemParam(o) && !run.producerMade(o) && run.authFor(o) !== undefined;
+  if (lowerCase(op) && auth.Authorization && run.shareOut(op, ['bearer'], lowerCase).length > 0) {
     const lower = { Authorization: auth.Authorization.replace(/^Bearer/, 'bearer') };
     await run.send(op, 'the scheme written "bearer"', { kind: 'not-status', status: 401 }, run.build(op, run.generate(op), lower));
   }

@@ -151,17 +151,17 @@ export class Run {
 
   /**
    * Faults that one step of the service answers for every operation, shared out among the
-   * operations: the malformed forms of a Bearer Authorization (the first, no header at all,
-   * still goes to every Bearer operation), or the bodies a body reader refuses whatever the
-   * schema (among the operations that take one). Each goes to one operation each run, a
-   * different one for each seed, so every form is still sent in every run, with some 350
-   * requests fewer (contract/README.md, "Within the service's limits").
+   * operations `among` picks: the malformed forms of a Bearer Authorization (the first, no
+   * header at all, still goes to every Bearer operation), the bodies a body reader refuses
+   * whatever the schema, an unknown query parameter. Each form goes to one operation each
+   * run, a different one for each seed (form i to operation seed + i), so every form is
+   * still sent in every run and, over as many seeds as there are operations, to every
+   * operation (contract/README.md, "Within the service's limits").
    */
-  shareOut<T>(op: Operation, forms: readonly T[], among: 'bearer' | 'body' = 'bearer'): T[] {
-    const ops = this.contract.operations.filter((o) => (among === 'bearer' ? o.security === 'bearer' : o.body !== undefined));
+  shareOut<T>(op: Operation, forms: readonly T[], among: (o: Operation) => boolean, { keepFirst = false } = {}): T[] {
+    const ops = this.contract.operations.filter(among);
     const at = ops.findIndex((o) => o.id === op.id);
-    if (at < 0) return [...forms];
-    const keepFirst = among === 'bearer';
+    if (at < 0) return [];
     return forms.filter((_, i) => (keepFirst && i === 0) || (this.o.seed + i) % ops.length === at);
   }
 

@@ -4,11 +4,12 @@ import { createServer, request as forward, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { handlers } from '../handlers';
 import { check, ResponseValidator } from '../contract/checks';
-import { arbitrary, brokenBodies, Source } from '../contract/generate';
+import { arbitrary, brokenBodies, flatten, Source, typeOf } from '../contract/generate';
 import { HttpClient } from '../contract/http';
 import { formatFailure, formatReport, maskAuthorization } from '../contract/report';
 import { runSuite } from '../contract/runner';
-import { buildContract, documented, loadContract } from '../contract/spec';
+import { Run } from '../contract/run-state';
+import { buildContract, documented, loadContract, type Operation } from '../contract/spec';
 import { loadSpec } from '../server/spec';
 import { admin, customer, setupApp, type TestApp } from './helpers';
 
@@ -42,6 +43,37 @@ async function runAgainst(t: TestApp, client: HttpClient, { seed, runs }: { seed
     bodyLimitBytes: 65536,
     rateLimitReason: 'not probed in this test',
   });
+}
+
+/**
+ * A proxy in front of `server` that answers a request itself when `fault` says how (a lax
+ * or fragile service in front of a correct one), and forwards the rest unchanged.
+ */
+async function faultyProxy(
+  server: Server,
+  fault: (req: { method: string; url: string; authorization: string; body: string }) => { status: number; body: string } | undefined,
+): Promise<{ proxy: Server; client: HttpClient }> {
+  const { port } = server.address() as AddressInfo;
+  const proxy = createServer((req, res) => {
+    const chunks: Buffer[] = [];
+    req.on('data', (c: Buffer) => chunks.push(c));
+    req.on('end', () => {
+      const body = Buffer.concat(chunks).toString('utf8');
+      const faked = fault({ method: req.method ?? '', url: req.url ?? '', authorization: req.headers.authorization ?? '', body });
+      if (faked) {
+        res.writeHead(faked.status, { 'Content-Type': 'application/json' }).end(faked.body);
+        return;
+      }
+      const out = forward({ host: '127.0.0.1', port, method: req.method, path: req.url, headers: req.headers }, (answer) => {
+        res.writeHead(answer.statusCode ?? 502, answer.headers);
+        answer.pipe(res);
+      });
+      out.end(chunks.length > 0 ? Buffer.concat(chunks) : undefined);
+    });
+  });
+  proxy.listen(0, '127.0.0.1');
+  await new Promise((resolve) => proxy.once('listening', resolve));
+  return { proxy, client: new HttpClient(`http://127.0.0.1:${(proxy.address() as AddressInfo).port}`) };
 }
 
 describe('contract suite: generation', () => {
@@ -166,6 +198,44 @@ describe('contract suite: checks', () => {
   });
 });
 
+describe('contract suite: forms shared out among the operations', () => {
+  const runOf = (seed: number) =>
+    new Run({
+      client: new HttpClient('http://127.0.0.1:9'),
+      contract,
+      validator,
+      seed,
+      runs: 1,
+      bodyLimitBytes: 65536,
+      rateLimitReason: '',
+    });
+  const takesBody = (o: Operation) => o.body !== undefined;
+
+  it('sends each form to one operation a run, and to every operation over as many seeds', () => {
+    const forms = ['malformed JSON', 'the JSON literal null', 'a JSON array'];
+    const ops = contract.operations.filter(takesBody);
+    const sent = new Set<string>();
+    for (let seed = 4000; seed < 4000 + ops.length; seed++) {
+      const run = runOf(seed);
+      const given = ops.map((op) => run.shareOut(op, forms, takesBody));
+      expect(given.flat().sort()).toEqual([...forms].sort());
+      ops.forEach((op, i) => given[i]!.forEach((form) => sent.add(`${op.id}: ${form}`)));
+    }
+    expect(sent.size).toBe(ops.length * forms.length);
+  });
+
+  it('gives an operation outside the population none, and the first form to every one with keepFirst', () => {
+    const run = runOf(7);
+    const noBody = contract.operations.find((o) => !takesBody(o))!;
+    expect(run.shareOut(noBody, ['malformed JSON'], takesBody)).toEqual([]);
+    for (const op of contract.operations.filter(takesBody)) {
+      expect(run.shareOut(op, ['no Authorization header', 'Token', 'Basic'], takesBody, { keepFirst: true })[0]).toBe(
+        'no Authorization header',
+      );
+    }
+  });
+});
+
 describe('contract suite: a whole run', () => {
   /** The label of a request that failed and that fast-check shrank. */
   const shrunk = (label: string) =>
@@ -233,38 +303,21 @@ describe('contract suite: a whole run', () => {
     // category (200) when its name has five characters or more, as a lax validator might.
     const t = setupApp();
     const app = await listen(t);
-    const { port } = app.server.address() as AddressInfo;
-    const proxy = createServer((req, res) => {
-      const chunks: Buffer[] = [];
-      req.on('data', (c: Buffer) => chunks.push(c));
-      req.on('end', () => {
-        const text = Buffer.concat(chunks).toString('utf8');
-        let body: { name?: unknown; unexpectedProperty?: unknown } | undefined;
-        try {
-          body = JSON.parse(text) as typeof body;
-        } catch {
-          body = undefined;
-        }
-        if (
-          req.method === 'POST' &&
-          req.url === '/categories' &&
-          body?.unexpectedProperty !== undefined &&
-          typeof body.name === 'string' &&
-          [...body.name].length >= 5
-        ) {
-          res.writeHead(200, { 'Content-Type': 'application/json' }).end('{}');
-          return;
-        }
-        const out = forward({ host: '127.0.0.1', port, method: req.method, path: req.url, headers: req.headers }, (answer) => {
-          res.writeHead(answer.statusCode ?? 502, answer.headers);
-          answer.pipe(res);
-        });
-        out.end(chunks.length > 0 ? Buffer.concat(chunks) : undefined);
-      });
+    const { proxy, client } = await faultyProxy(app.server, ({ method, url, body: text }) => {
+      let body: { name?: unknown; unexpectedProperty?: unknown } | undefined;
+      try {
+        body = JSON.parse(text) as typeof body;
+      } catch {
+        body = undefined;
+      }
+      const lax =
+        method === 'POST' &&
+        url === '/categories' &&
+        body?.unexpectedProperty !== undefined &&
+        typeof body.name === 'string' &&
+        [...body.name].length >= 5;
+      return lax ? { status: 200, body: '{}' } : undefined;
     });
-    proxy.listen(0, '127.0.0.1');
-    await new Promise((resolve) => proxy.once('listening', resolve));
-    const client = new HttpClient(`http://127.0.0.1:${(proxy.address() as AddressInfo).port}`);
     try {
       const result = await runAgainst(t, client, { seed: 5, runs: 1 });
       const failing = result.exchanges.filter((e) => e.opId === 'createCategory' && e.failures.length > 0);
@@ -280,6 +333,56 @@ describe('contract suite: a whole run', () => {
       app.server.close();
     }
   }, 120_000);
+
+  it('catches, whatever the seed, a fault in each step whose forms are shared out among the operations', async () => {
+    // A service whose shared steps are broken for every operation: it takes an unknown query
+    // parameter, fails on U+0000 or a lone surrogate in a body's string, on JSON nested too
+    // deep, on malformed JSON, on an escape no URL decoder may choke on, takes a key under
+    // another scheme, and refuses the scheme written in lower case. Each form goes to one
+    // operation a run, so each fault is caught in every run, whichever operation it went to.
+    const t = setupApp();
+    const app = await listen(t);
+    // The parameters that hold no text (numbers, booleans, lists of them), by name: the
+    // escapes in them are the shared ones (those in text parameters go to every operation).
+    const noText = (where: string) => {
+      const params = contract.operations.flatMap((o) => o.params).filter((p) => p.in === where);
+      const holdsNoText = (schema: unknown) => {
+        const s = flatten(schema, contract.deref);
+        const type = typeOf(s) === 'array' ? typeOf(flatten(s.items ?? {}, contract.deref)) : typeOf(s);
+        return type === 'integer' || type === 'number' || type === 'boolean';
+      };
+      return [...new Set(params.filter((p) => holdsNoText(p.schema)).map((p) => p.name))].join('|');
+    };
+    const faults: Array<[RegExp, (req: { url: string; authorization: string; body: string }) => boolean, number]> = [
+      [/^an unknown query parameter$/, ({ url }) => url.includes('unexpectedParameter='), 200],
+      [/^body field "\w+" holding U\+0000/, ({ body }) => body.includes('\\u0000'), 500],
+      [/^body field "\w+" holding a lone surrogate/, ({ body }) => body.includes('\\ud800'), 500],
+      [/^a body (field "\w+" )?(JSON )?nested 40 levels deep$/, ({ body }) => body.includes('['.repeat(40)), 500],
+      [/^a body malformed JSON$/, ({ body }) => body === '{"unterminated": ', 500],
+      [new RegExp(`^path parameter "(${noText('path')})" holding the byte 0xFF`), ({ url }) => /^[^?]*%FF/.test(url), 500],
+      [new RegExp(`^query parameter "(${noText('query')})" holding an encoded surrogate`), ({ url }) => /\?.*%ED%A0%80/.test(url), 500],
+      [/^the key under another scheme \(Token\)$/, ({ authorization }) => authorization.startsWith('Token '), 200],
+      [/^the scheme written "bearer"$/, ({ authorization }) => authorization.startsWith('bearer '), 401],
+    ];
+    const body = (status: number) => (status === 200 ? '{}' : JSON.stringify({ code: 'broken', message: 'broken', status }));
+    const { proxy, client } = await faultyProxy(app.server, (req) => {
+      const fault = faults.find(([, matches]) => matches(req));
+      return fault && { status: fault[2], body: body(fault[2]) };
+    });
+    try {
+      for (const seed of [11, 12]) {
+        const result = await runAgainst(t, client, { seed, runs: 1 });
+        const failed = result.exchanges.filter((e) => e.failures.length > 0).map((e) => e.label.split(', shrunk')[0]!);
+        const caught = faults.map(([label]) => [String(label), failed.some((l) => label.test(l))]);
+        expect(caught).toEqual(faults.map(([label]) => [String(label), true]));
+      }
+    } finally {
+      client.close();
+      proxy.close();
+      app.client.close();
+      app.server.close();
+    }
+  }, 240_000);
 
   it("fails a service that takes an email past RFC 5321's bounds, and passes its sign-up at them", async () => {
     // The service with the email pattern it had before the bounds: a 65-character local
