@@ -67,6 +67,10 @@ const usage = (program: Program) => `Usage: ${program.name} --base-url URL [opti
   --limits          also spend the request limit (to see each operation's 429, then wait out
                     its window) and the keys one account may hold (the key issuer's 409);
                     without it a run stays inside every limit and waits out no window
+  --every-operation send what one step of the service answers for every operation (malformed
+                    credentials, bodies its reader refuses, an unknown query parameter, escapes
+                    in numbers) to every operation; without it each goes to one a run, so that
+                    a run fits in the request limit's minute
   --verbose, -v     print every request and its answer, one line each, and the coverage table
   --version         print the suite's version and the contract's
 ${program.usage ?? ''}
@@ -87,6 +91,7 @@ const options = {
   spec: { type: 'string' },
   'body-limit': { type: 'string' },
   limits: { type: 'boolean' },
+  'every-operation': { type: 'boolean' },
   verbose: { type: 'boolean', short: 'v' },
   version: { type: 'boolean' },
   help: { type: 'boolean', short: 'h' },
@@ -245,6 +250,7 @@ export async function main(argv: string[], program: Program): Promise<number> {
   const repeat = [`--seed ${seed}`];
   if (runs !== 3) repeat.push(`--runs ${runs}`);
   if (values.limits) repeat.push('--limits');
+  if (values['every-operation']) repeat.push('--every-operation');
   if (values.spec) repeat.push(`--spec ${String(values.spec)}`);
   for (const [name, config] of Object.entries(program.options ?? {})) {
     if (config.type === 'boolean' && values[name]) repeat.push(`--${name}`);
@@ -288,6 +294,7 @@ export async function main(argv: string[], program: Program): Promise<number> {
       rateLimitReason: "the service's rate limit was not reached by this run's traffic",
       ...target.options,
       limits: values.limits === true || target.options?.limits === true,
+      everyOperation: values['every-operation'] === true || target.options?.everyOperation === true,
       seed,
       runs,
       bodyLimitBytes,

@@ -48,6 +48,12 @@ export interface RunOptions {
    * inside every limit and waits out no window to see a refusal (`--limits` turns it on).
    */
   limits?: boolean;
+  /**
+   * Send what one step answers for every operation to every operation, rather than share it
+   * out (Run.shareOut): the whole matrix, for a service whose request limit does not bind
+   * (`--every-operation`; `npm run test:contract`'s own server).
+   */
+  everyOperation?: boolean;
 }
 
 export interface Auth {
@@ -162,6 +168,7 @@ export class Run {
     const ops = this.contract.operations.filter(among);
     const at = ops.findIndex((o) => o.id === op.id);
     if (at < 0) return [];
+    if (this.o.everyOperation) return [...forms];
     return forms.filter((_, i) => (keepFirst && i === 0) || (this.o.seed + i) % ops.length === at);
   }
 

@@ -16,8 +16,9 @@ const program: Program = {
   name: 'npm run test:contract --',
   usage: `  (no --base-url)   build (npm run build) and start this project's server on 127.0.0.1 with a fresh
                     database and its defaults but for the request and password-check limits (raised,
-                    to be quick: the run makes an account's 20 keys with its password), and
-                    a twin limited to one request a minute where 429 is reached; make an admin with
+                    to be quick: the run makes an account's 20 keys with its password, and sends
+                    every form to every operation, as --every-operation), and a twin limited to
+                    one request a minute where 429 is reached; make an admin with
                     npm run account:create; check them; stop both
   --via-prism       send the traffic through Stoplight Prism (prism proxy), and fail on any
                     response violation it reports as well
@@ -52,8 +53,9 @@ const program: Program = {
     console.log(`Service at ${service.baseUrl} (database ${service.databasePath}); rate-limited twin at ${limited.baseUrl}`);
     return {
       baseUrl: service.baseUrl,
-      // Its limits are reached at no cost: the twin's 429 at once, the keys under a raised password-check limit.
-      options: { adminCredentials: admin, rateLimitedClient: limitedClient, limits: true },
+      // Its limits are reached at no cost: the twin's 429 at once, the keys under a raised password-check
+      // limit; under a raised request limit, every form of the shared steps goes to every operation.
+      options: { adminCredentials: admin, rateLimitedClient: limitedClient, limits: true, everyOperation: true },
       output: () => `${service.output()}\n${limited.output()}`,
       stop,
     };

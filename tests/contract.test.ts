@@ -224,10 +224,13 @@ describe('contract suite: forms shared out among the operations', () => {
     expect(sent.size).toBe(ops.length * forms.length);
   });
 
-  it('gives an operation outside the population none, and the first form to every one with keepFirst', () => {
+  it('gives an operation outside the population none, the first form to every one with keepFirst, all with everyOperation', () => {
     const run = runOf(7);
     const noBody = contract.operations.find((o) => !takesBody(o))!;
     expect(run.shareOut(noBody, ['malformed JSON'], takesBody)).toEqual([]);
+    const whole = new Run({ ...run.o, everyOperation: true });
+    expect(whole.shareOut(noBody, ['malformed JSON'], takesBody)).toEqual([]);
+    for (const op of contract.operations.filter(takesBody)) expect(whole.shareOut(op, ['a', 'b'], takesBody)).toEqual(['a', 'b']);
     for (const op of contract.operations.filter(takesBody)) {
       expect(run.shareOut(op, ['no Authorization header', 'Token', 'Basic'], takesBody, { keepFirst: true })[0]).toBe(
         'no Authorization header',
