@@ -186,7 +186,9 @@ describe('a client whose requests wait', () => {
   }, 30_000);
 
   it("takes turns with the client's other credentials, but buys no share of its own", async () => {
-    const { http, port } = await serve(burning(10));
+    // 40 ms a request: should the second key's read come once the turn's slice is spent (a
+    // busy machine), it is put off for up to 100 ms, a few of the first key's turns.
+    const { http, port } = await serve(burning(40));
     try {
       const busy = rawConnection(port);
       busy.socket.write(Array.from({ length: 40 }, (_, i) => get(i, 'first')).join(''));
