@@ -83,11 +83,15 @@ defaults
 
 frontend petstore_in
     bind 127.0.0.1:${proxyPort}
+    stick-table type ipv6 size 1m expire 60s store conn_cur,http_req_rate(1s)
+    tcp-request connection track-sc0 src,ipmask(32,56)
     default_backend petstore
 
 backend petstore
     http-reuse safe
-    server app1 127.0.0.1:${port} maxconn 2000
+    timeout queue 10s
+    http-request set-priority-class sc0_http_req_rate
+    server app1 127.0.0.1:${port} maxconn 64
 `,
   );
   const child = spawn('haproxy', ['-db', '-f', config], { stdio: ['ignore', 'inherit', 'inherit'] });
