@@ -19,7 +19,7 @@ import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { setPriority, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileDescriptorLimit } from '../../server/http/connections';
-import { customerKey, freePort, median, num } from '../bench/common';
+import { clockTicks, customerKey, freePort, median, num } from '../bench/common';
 import { eventually, startServer, type ServerProcess } from '../server-process';
 import {
   attack,
@@ -29,6 +29,7 @@ import {
   otherClient,
   percentile,
   runAttacker,
+  ticks,
   type OtherClient,
   type Scenario,
 } from './harness';
@@ -143,14 +144,16 @@ async function flood(dir: string, flood: (typeof floods)[number], proxied: boole
   return verdict === true;
 }
 
-/** The greedy client's answers a second, alone against `server`. */
-async function greedyAlone(server: ServerProcess, ms = aloneMs): Promise<number> {
+/** The greedy client's answers a second, alone against `server`, and the service's CPU time per answer (µs). */
+async function greedyAlone(server: ServerProcess, ms = aloneMs): Promise<{ rate: number; cpuUs: number }> {
   const scenario = { ...greedy('/healthz'), attackMs: ms };
+  const pid = server.child.pid as number;
+  const before = ticks(pid);
   const attacker = runAttacker(Number(new URL(server.url).port), scenario);
   await attacker.started;
   const seen = await attacker.finished;
   const answers = Object.values(seen.answers as Record<string, number>).reduce((a, b) => a + b, 0);
-  return answers / (ms / 1000);
+  return { rate: answers / (ms / 1000), cpuUs: (((ticks(pid) - before) / clockTicks) * 1e6) / Math.max(1, answers) };
 }
 
 /** Work-conserving: the greedy client alone, fair share on and off, rounds interleaved. */
@@ -162,17 +165,18 @@ async function alone(dir: string): Promise<boolean> {
     // Each once first, so that neither is measured while V8 still compiles its path.
     await greedyAlone(on, 2_000);
     await greedyAlone(off, 2_000);
-    const rates = { on: [] as number[], off: [] as number[] };
+    const rounds = { on: [] as Array<{ rate: number; cpuUs: number }>, off: [] as Array<{ rate: number; cpuUs: number }> };
     for (let round = 0; round < 2; round++) {
-      rates.on.push(await greedyAlone(on));
-      rates.off.push(await greedyAlone(off));
+      rounds.on.push(await greedyAlone(on));
+      rounds.off.push(await greedyAlone(off));
     }
-    const share = median(rates.on) / median(rates.off);
+    const share = median(rounds.on.map((r) => r.rate)) / median(rounds.off.map((r) => r.rate));
     const ok = share >= workConservingLine;
+    const say = (some: Array<{ rate: number; cpuUs: number }>) =>
+      some.map((r) => `${r.rate.toFixed(0)}/s (${r.cpuUs.toFixed(0)} µs CPU each)`).join(', ');
     console.log('The greedy client alone (GET /healthz), fair share on and off, two rounds each, interleaved:');
     console.log(
-      `  ${ok ? 'ok  ' : 'FAIL'} on ${rates.on.map((r) => r.toFixed(0)).join(', ')}/s, off ${rates.off.map((r) => r.toFixed(0)).join(', ')}/s: ` +
-        `${(share * 100).toFixed(0)}% (line ${workConservingLine * 100}%)\n`,
+      `  ${ok ? 'ok  ' : 'FAIL'} on ${say(rounds.on)}, off ${say(rounds.off)}: ${(share * 100).toFixed(0)}% (line ${workConservingLine * 100}%)\n`,
     );
     return ok;
   } finally {

@@ -146,7 +146,7 @@ const machineTicks = () => {
 };
 
 /** CPU time (clock ticks) of a process. */
-const ticks = (pid: number | 'self') => {
+export const ticks = (pid: number | 'self') => {
   const text = readFileSync(`/proc/${pid}/stat`, 'utf8');
   const fields = text.slice(text.lastIndexOf(')') + 2).split(' ');
   return Number(fields[11]) + Number(fields[12]);
