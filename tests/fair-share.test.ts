@@ -186,7 +186,9 @@ describe('a client whose requests wait', () => {
   }, 30_000);
 
   it("takes turns with the client's other credentials, but buys no share of its own", async () => {
-    const { http, port } = await serve(burning(10));
+    // 40 ms a request: should the second key's read come once the turn's slice is spent (a
+    // busy machine), it is put off for up to 100 ms, a few of the first key's turns.
+    const { http, port } = await serve(burning(40));
     try {
       const busy = rawConnection(port);
       busy.socket.write(Array.from({ length: 40 }, (_, i) => get(i, 'first')).join(''));
@@ -198,6 +200,40 @@ describe('a client whose requests wait', () => {
       expect(statuses(busy.read()).length).toBeLessThan(10);
       busy.socket.destroy();
       other.socket.destroy();
+    } finally {
+      await stop(http);
+    }
+  }, 30_000);
+
+  it('runs few of them a turn while connections arrive, so that each new one is accepted soon', async () => {
+    // libuv accepts one connection a turn: 50 arriving at once take 50 turns, during which
+    // the waiting requests (50 µs each) get a short slice a turn rather than 1 ms.
+    let ran = 0;
+    const app = burning(0.05);
+    const { http, port } = await serve((req, res) => {
+      ran++;
+      app(req, res);
+    });
+    try {
+      const busy = Array.from({ length: 7 }, () => rawConnection(port));
+      for (const [n, { socket }] of busy.entries()) socket.write(Array.from({ length: 120 }, (_, i) => get(1000 * n + i)).join(''));
+      await until(() => ran > 50);
+      const atAccept: number[] = [];
+      http.server.on('connection', () => atAccept.push(ran));
+      // The 50 connect() calls run on the next tick, then the loop is held while the kernel
+      // completes them all into the accept queue.
+      const arriving = Array.from({ length: 50 }, () => connect({ port, host: '127.0.0.1' }).on('error', () => {}));
+      process.nextTick(() => {
+        const heldUntil = performance.now() + 50;
+        while (performance.now() < heldUntil);
+      });
+      await until(() => atAccept.length === 50);
+      // With 1 ms slices some 11 ran between one accept and the next.
+      expect((atAccept[49] as number) - (atAccept[0] as number)).toBeLessThan(49 * 6);
+      // Requests still waited when the last connection came: the slices were theirs to take.
+      expect(atAccept[49]).toBeLessThan(7 * 120);
+      for (const socket of arriving) socket.destroy();
+      for (const { socket } of busy) socket.destroy();
     } finally {
       await stop(http);
     }

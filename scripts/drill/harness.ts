@@ -12,7 +12,21 @@ import { cpus, setPriority, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileDescriptorLimit } from '../../server/http/connections';
 import { clockTicks, customerKey, num } from '../bench/common';
-import { repoRoot, startServer, type ServerProcess } from '../server-process';
+import { eventually, repoRoot, startServer, type ServerProcess } from '../server-process';
+import { loadConfig } from '../../server/config';
+
+/**
+ * The service's own default for what startServer (made for tests) turns off: the warm-up
+ * before ready. SHUTDOWN_DELAY_MS stays 0: no balancer watches a drill's service stop.
+ */
+export const defaultConfiguration = (env: Record<string, string>): Record<string, string> => ({
+  WARM_UP_MS: String(loadConfig({}).warmUpMs),
+  ...env,
+});
+
+/** Resolves once the service at `url` says it is ready (/readyz 200, the warm-up over), as a balancer waits for. */
+export const ready = (url: string) =>
+  eventually(async () => ((await fetch(new URL('/readyz', url)).catch(() => undefined))?.status === 200 ? true : undefined), 30_000);
 
 export interface Lines {
   answeredShare: number;
@@ -132,7 +146,7 @@ const machineTicks = () => {
 };
 
 /** CPU time (clock ticks) of a process. */
-const ticks = (pid: number | 'self') => {
+export const ticks = (pid: number | 'self') => {
   const text = readFileSync(`/proc/${pid}/stat`, 'utf8');
   const fields = text.slice(text.lastIndexOf(')') + 2).split(' ');
   return Number(fields[11]) + Number(fields[12]);
@@ -260,7 +274,8 @@ export async function runDrill(drill: string, scenarios: Scenario[], client: Oth
   let failed = false;
   try {
     // The default configuration: only where the service keeps its file is set.
-    server = await startServer({ DATABASE_PATH: join(dir, 'petstore.db') }, 60_000);
+    server = await startServer(defaultConfiguration({ DATABASE_PATH: join(dir, 'petstore.db') }), 60_000);
+    await ready(server.url);
     const pid = server.child.pid as number;
     const base = new URL(server.url);
     const key = await customerKey(server.url, `${drill}-drill@example.com`);

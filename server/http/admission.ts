@@ -9,8 +9,9 @@
 // each turn ending with a yield (setImmediate) so that accepts and other sockets' reads get
 // theirs. A connection with a request queued is not read further, and once the turn's slice
 // is spent neither is any connection of a client with requests queued (backpressure: their
-// reads are not parsed until the client's queue is empty). One client's queue is bounded:
-// past FAIR_SHARE_QUEUE a request is answered 429 at once, before Express.
+// reads are not parsed until the client's queue is empty). While connections arrive, a
+// turn's slice is a tenth of a millisecond: they are accepted one a turn. One client's
+// queue is bounded: past FAIR_SHARE_QUEUE a request is answered 429 at once, before Express.
 // docs/operations.md ("Connections", Fair share) says what a client sees.
 import { randomUUID } from 'node:crypto';
 import { STATUS_CODES, type IncomingMessage, type RequestListener, type ServerResponse } from 'node:http';
@@ -120,10 +121,20 @@ export interface FairShare {
   listener: RequestListener;
   /** True when the read must wait: the caller puts it back and pauses; `wake` is called once it may be read. */
   putOff: (socket: Socket, wake: () => void) => boolean;
+  /** Called as each connection is accepted. */
+  accepted: () => void;
 }
 
 /** The longest a connection is put off while its client's queue does not empty. */
 const maxAsleepMs = 100;
+
+/**
+ * A turn's slice while connections arrive. libuv accepts one connection per turn of the
+ * event loop, so a connection waits in the kernel's accept queue for as many turns as there
+ * are connections ahead of it: hundreds, when one client opens hundreds at once. While
+ * the last turn accepted one (others likely wait behind it), turns are kept short.
+ */
+const arrivingSliceMs = 0.1;
 
 const wakeAll = (client: Client) => {
   const asleep = client.asleep;
@@ -147,7 +158,7 @@ export function fairShare(
   connection: (socket: Socket) => Held | undefined,
   counts: Record<FairShareReason, number>,
 ): FairShare {
-  if (!config.fairShare) return { listener: run, putOff: () => false };
+  if (!config.fairShare) return { listener: run, putOff: () => false, accepted: () => {} };
   const sliceMs = config.fairShareSliceMs;
   const bound = config.fairShareQueue;
   const refusal = JSON.stringify({ code: 'rate_limited', message: queueFullMessage(bound), status: 429 });
@@ -160,6 +171,8 @@ export function fairShare(
   // collector's work are what made a turn long, and they happen outside any request.
   let began = performance.now();
   let scheduled = false;
+  // Whether a connection was accepted since the last turn began.
+  let arriving = false;
 
   const schedule = () => {
     if (scheduled) return;
@@ -170,7 +183,8 @@ export function fairShare(
   // After the turn's I/O: a slice spent on the waiting requests, a client at a time.
   const turn = () => {
     scheduled = false;
-    const until = performance.now() + sliceMs;
+    const until = performance.now() + (arriving ? arrivingSliceMs : sliceMs);
+    arriving = false;
     while (turns.length > 0 && performance.now() < until) {
       const client = turns.shift() as Client;
       const credential = client.turns.shift() as Credential;
@@ -244,5 +258,8 @@ export function fairShare(
     connection(req.socket)?.hold();
     schedule();
   };
-  return { listener, putOff };
+  const accepted = () => {
+    arriving = true;
+  };
+  return { listener, putOff, accepted };
 }

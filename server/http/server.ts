@@ -151,6 +151,7 @@ export function createHttpServer(app: RequestListener, config: ServerLimits, lif
   // drops them without a 'close'.
   const waiting = new WeakMap<Socket, Set<() => void>>();
   server.on('connection', (socket: Socket) => {
+    admit.accepted();
     const slot = sockets.add(socket);
     socket.once('close', () => {
       sockets.delete(slot);
