@@ -474,10 +474,12 @@ async function readiness(serviceEnv: Record<string, string>): Promise<Ready> {
   };
   // Node strips the types of this one file itself; the warning says it parses it twice (a few lines).
   const hello = [process.execPath, '--disable-warning=MODULE_TYPELESS_PACKAGE_JSON', join(__dirname, 'express-hello.ts')];
+  // On a busy machine npm alone has taken more than 30 s to start the service.
+  const timeoutMs = 120_000;
   const timed = async (into: Started, name: string, command: string[], group = false) => {
-    const server = await start(name, command, serviceEnv, { path: '/healthz' }, { pin: true, group });
+    const server = await start(name, command, serviceEnv, { path: '/healthz' }, { pin: true, group, timeoutMs });
     into.healthz.push(server.readyMs);
-    while ((await probe(server.port, '/readyz')) !== 200 && performance.now() - server.began < 30_000) await sleep(5);
+    while ((await probe(server.port, '/readyz')) !== 200 && performance.now() - server.began < timeoutMs) await sleep(5);
     into.readyz.push(performance.now() - server.began);
     await stop(server);
   };
