@@ -3,8 +3,9 @@
 // pull request 1217 (cdimascio/express-openapi-validator), keyed by the route in a map per
 // pair of routing flags rather than by a JSON string built per route and request; no OpenAPI meta-schema
 // compile when `validateApiSpec` is false; no reference parser for a document its caller
-// dereferenced (`$refParser: { mode: 'none' }`, server/spec.ts dereferenced()); and the
-// query string read without url.parse(),
+// dereferenced (`$refParser: { mode: 'none' }`, server/spec.ts dereferenced()); a schema
+// with no `$ref` handed to Ajv without the whole document around it, which Ajv walks for
+// every schema it adds (each response of each operation); and the query string read without url.parse(),
 // which Node 24 deprecates (DEP0169: a warning at the first request) and makes slow when
 // called from node_modules. These fail when an upgrade drops the patch or the pin, so that
 // the patch is either carried forward or deleted once upstream ships it.
@@ -12,6 +13,8 @@ import { readdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import * as framework from 'express-openapi-validator/dist/framework';
 import { OpenApiContext } from 'express-openapi-validator/dist/framework/openapi.context';
+import { useAjvCache } from 'express-openapi-validator/dist/middlewares/util';
+import Ajv from 'ajv';
 import * as schemaValidator from 'express-openapi-validator/dist/framework/openapi.schema.validator';
 import url from 'node:url';
 import request from 'supertest';
@@ -84,6 +87,23 @@ describe('express-openapi-validator, as patched at install', () => {
     }).initialize({});
     expect(parsed.apiDoc).toEqual(doc);
     expect(JSON.stringify(doc)).not.toContain('"$ref"');
+  });
+
+  it('adds a schema with no $ref to Ajv without the document it carries, and one with a $ref with it', () => {
+    const doc = dereferenced(loadSpec()) as { paths: object; components: object };
+    const ajv = new Ajv({ strict: false });
+    const added = jest.spyOn(ajv, 'addSchema');
+    const own = { properties: { name: { type: 'string' } } };
+    const check = useAjvCache(ajv, { paths: doc.paths, components: doc.components, ...own }, 'plain');
+    expect(added.mock.calls[0]?.[0]).toEqual(own);
+    expect(check?.({ name: 'Rex' })).toBe(true);
+    expect(check?.({ name: 7 })).toBe(false);
+    // A reference into the document still finds it there.
+    const components = { schemas: { Name: { type: 'string' } } };
+    const withRef = { paths: {}, components, properties: { name: { $ref: '#/components/schemas/Name' } } };
+    const refCheck = useAjvCache(ajv, withRef, 'ref');
+    expect(added.mock.calls[1]?.[0]).toBe(withRef);
+    expect(refCheck?.({ name: 7 })).toBe(false);
   });
 
   it('reads the query string without url.parse()', async () => {

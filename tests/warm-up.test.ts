@@ -1,3 +1,4 @@
+import type { RequestHandler } from 'express';
 import request from 'supertest';
 import { operationTable } from '../generated/operations';
 import type { DeprecatedCallLog } from '../server/deprecation/call-log';
@@ -70,6 +71,19 @@ describe('the warm-up before ready', () => {
     await request(t.app).get('/readyz').expect(200);
     // A balancer polls /readyz every few seconds: a not-ready answer is designed, not a failure.
     expect(lines().filter((line) => (line.level as number) >= 50)).toEqual([]);
+  });
+
+  it("lets the event loop turn between the first round's requests, which compile the validators, so that /healthz answers", async () => {
+    const t = setupApp();
+    const seen: string[] = [];
+    const app: RequestHandler = (req, res, next) => {
+      seen.push(req.url);
+      setImmediate(() => seen.push('a turn'));
+      t.app(req, res, next);
+    };
+    await warmUp(app, ['/pets/1', '/pets', '/categories'], { budgetMs: 0, rounds: 1 });
+    expect(seen.indexOf('a turn')).toBeLessThan(seen.indexOf('/pets'));
+    expect(seen.filter((s) => s !== 'a turn')).toEqual(['/pets/1', '/pets', '/categories']);
   });
 
   it('runs its first round whatever the budget, then rounds only within it', async () => {
