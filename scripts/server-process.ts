@@ -31,9 +31,15 @@ function waitForExit(child: ChildProcess, ms: number): Promise<number | null | '
  * Starts the service on an ephemeral port (PORT=0) and resolves once its start-up log
  * line names the address it listens on. `cwd` is the project to run (a test's copy, built).
  */
+/**
+ * The flags the service's node runs with, as package.json's `start` and the Containerfile's
+ * ENTRYPOINT pass them: a young generation of 2 MiB semi-spaces (docs/performance.md, "Memory").
+ */
+export const serviceNodeFlags = ['--max-semi-space-size=2'];
+
 export function startServer(env: Record<string, string>, timeoutMs = 30_000, cwd = repoRoot): Promise<ServerProcess> {
   // Exactly what `npm start` runs: one node process, so SIGTERM reaches the service itself.
-  const child = spawn(process.execPath, ['dist/server/main.js'], {
+  const child = spawn(process.execPath, [...serviceNodeFlags, 'dist/server/main.js'], {
     cwd,
     // No balancer watches a test's server: it stops without SHUTDOWN_DELAY_MS and is ready
     // without a warm-up (WARM_UP_MS) unless a test asks for them.
@@ -83,7 +89,7 @@ export function runUntilExit(
   cwd = repoRoot,
 ): Promise<{ code: number | null; stderr: string; ms: number }> {
   const began = Date.now();
-  const child = spawn(process.execPath, ['dist/server/main.js'], {
+  const child = spawn(process.execPath, [...serviceNodeFlags, 'dist/server/main.js'], {
     cwd,
     env: { ...process.env, PORT: '0', HOST: '127.0.0.1', LOG_LEVEL: 'info', SHUTDOWN_DELAY_MS: '0', WARM_UP_MS: '0', ...env },
     stdio: ['ignore', 'ignore', 'pipe'],

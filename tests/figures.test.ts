@@ -10,7 +10,7 @@ import { join } from 'node:path';
 import { isDeepStrictEqual } from 'node:util';
 import { parse } from 'yaml';
 import { idempotencyRetentionMs } from '../domain/idempotency';
-import { repoRoot } from '../scripts/server-process';
+import { repoRoot, serviceNodeFlags } from '../scripts/server-process';
 import { configVariables, loadConfig, type Config } from '../server/config';
 import { maxPipelined } from '../server/http/pipelining';
 import { maxJsonDepth } from '../server/pipeline/body';
@@ -309,5 +309,14 @@ describe('a figure changed in one place only', () => {
     expect(disagreements({ spec: reworded, readme })).toEqual([
       'openapi.yaml no longer says /Kept per account for (\\d+) hours/ (x-limits.idempotencyKeySeconds / 3600)',
     ]);
+  });
+});
+
+describe('the node flags the service runs with (docs/performance.md, "Memory")', () => {
+  it("are the same in npm start, the image's ENTRYPOINT and the tests' and drills' starts", () => {
+    const start = (JSON.parse(readFileSync(join(repoRoot, 'package.json'), 'utf8')) as { scripts: Record<string, string> }).scripts.start;
+    const entrypoint = /^ENTRYPOINT (.*)$/m.exec(readFileSync(join(repoRoot, 'Containerfile'), 'utf8'))?.[1] ?? '[]';
+    expect(start).toBe(['node', ...serviceNodeFlags, 'scripts/start.mjs'].join(' '));
+    expect(JSON.parse(entrypoint)).toEqual(['node', ...serviceNodeFlags, 'dist/server/main.js']);
   });
 });
