@@ -9,6 +9,7 @@ import { migrate } from 'drizzle-orm/node-postgres/migrator';
 import type { AnyPgColumn } from 'drizzle-orm/pg-core';
 import { Client, type Pool, type PoolClient } from 'pg';
 import type { Queries, Storage } from '../../domain/storage';
+import type { PetStatus, Role } from '../../domain/types';
 import { asUnavailable, createAvailability, isConnectionError, openPool } from './connection';
 import { toAccount, toApiKey, toCategory, toMessage, toOrder, toPet } from '../rows';
 import * as schema from './schema';
@@ -100,6 +101,18 @@ interface PlacedRow {
   /** A bigint, which node-postgres reads as a string; null when refused. */
   id: string | null;
 }
+
+/**
+ * The two statements of an authenticated `GET /pets/{id}` (the key with its owner's role,
+ * the pet), run by node-postgres directly: rows as arrays, read by position, without
+ * drizzle's work per call (placeholders filled, each row mapped field by field).
+ * node-postgres reads a bigint as a string.
+ */
+const findKeyOwnerSql =
+  'select k.id, k.account_id, a.role, k.expires_at, k.revoked_at, k.last_used_at, k.key_hash from api_keys k join accounts a on a.id = k.account_id where k.key_hash = $1::text';
+type KeyOwnerRow = [string, string, Role, string | null, string | null, string | null, string];
+const findPetSql = 'select id, name, category_id, status from pets where id = $1::bigint';
+type PetRow = [string, string, string, PetStatus];
 
 /**
  * The queries, over `db` (the pool, or one pooled connection for a transaction). The ones
@@ -211,21 +224,6 @@ function createQueries(db: Executor): Queries {
       .where(eq(accounts.id, p('id')))
       .for('update')
       .prepare('lock_account'),
-    // The key and its owner's role: one query per authenticated request.
-    findKeyOwner: db
-      .select({
-        keyId: apiKeys.id,
-        accountId: apiKeys.accountId,
-        role: accounts.role,
-        expiresAt: apiKeys.expiresAt,
-        revokedAt: apiKeys.revokedAt,
-        lastUsedAt: apiKeys.lastUsedAt,
-        keyHash: apiKeys.keyHash,
-      })
-      .from(apiKeys)
-      .innerJoin(accounts, eq(accounts.id, apiKeys.accountId))
-      .where(eq(apiKeys.keyHash, p('hash')))
-      .prepare('find_key_owner'),
     touchApiKey: db
       .update(apiKeys)
       .set({ lastUsedAt: bound('at') })
@@ -259,11 +257,6 @@ function createQueries(db: Executor): Queries {
       .where(eq(pets.categoryId, p('id')))
       .limit(1)
       .prepare('pet_in_category'),
-    findPet: db
-      .select()
-      .from(pets)
-      .where(eq(pets.id, p('id')))
-      .prepare('find_pet'),
     setPetStatus: db
       .update(pets)
       .set({ status: bound('status') })
@@ -344,7 +337,14 @@ function createQueries(db: Executor): Queries {
     lockAccount: async (id) => (await prepared.lockAccount.execute({ id })).length > 0,
 
     insertApiKey: async (input) => toApiKey((await db.insert(apiKeys).values(input).returning())[0]!),
-    findKeyOwner: async (hash) => first(await prepared.findKeyOwner.execute({ hash })),
+    async findKeyOwner(hash) {
+      const row = first(
+        (await db.$client.query<KeyOwnerRow>({ name: 'find_key_owner', text: findKeyOwnerSql, values: [hash], rowMode: 'array' })).rows,
+      );
+      if (!row) return null;
+      const [keyId, accountId, role, expiresAt, revokedAt, lastUsedAt, keyHash] = row;
+      return { keyId: Number(keyId), accountId: Number(accountId), role, expiresAt, revokedAt, lastUsedAt, keyHash };
+    },
     async listApiKeys(accountId, page) {
       return (await apiKeysPage.execute({ ...page, accountId })).map(toApiKey);
     },
@@ -401,8 +401,8 @@ function createQueries(db: Executor): Queries {
       return (await petsPages[shape]!.execute(values)).map(toPet);
     },
     async findPet(id) {
-      const row = first(await prepared.findPet.execute({ id }));
-      return row ? toPet(row) : null;
+      const row = first((await db.$client.query<PetRow>({ name: 'find_pet', text: findPetSql, values: [id], rowMode: 'array' })).rows);
+      return row ? { id: Number(row[0]), name: row[1], categoryId: Number(row[2]), status: row[3] } : null;
     },
     async insertPet(input) {
       const [row] = await db.insert(pets).values(input).returning();
