@@ -531,8 +531,12 @@ export function createQueries(db: Db): Queries {
       const row = orderById(isCustomer(viewer)).get({ id, accountId: viewer.accountId });
       return row ? toOrder(row) : null;
     },
-    placeOrder(input, terms) {
+    placeOrder(input, terms, unlessKept) {
       // Under the write lock (a transaction of its own, or the caller's): what it reads holds.
+      if (unlessKept) {
+        const record = idempotencyRecord().get({ accountId: input.accountId, key: unlessKept.key });
+        if (record && record.createdAt >= unlessKept.notBefore) return 'kept';
+      }
       const row = inventoryById().get({ id: input.petId });
       const found = row ? { quantity: row.quantity, status: row.status } : null;
       if (!found || found.status !== terms.requires || found.quantity < input.quantity) return { placed: null, found };

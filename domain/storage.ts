@@ -38,6 +38,12 @@ export type Awaitable<T> = T | Promise<T>;
  */
 export const defaultDatabaseTimeoutMs = 3_000;
 
+/** An Idempotency-Key of an account, and the oldest record of it still kept. */
+export interface KeptIdempotency {
+  key: string;
+  notBefore: string;
+}
+
 export interface StoredIdempotency {
   requestHash: string;
   /** The JSON of the first request's Outcome. */
@@ -130,11 +136,15 @@ export interface Queries {
    * the status to `terms.whenEmpty` if nothing is left, and inserts the order. Otherwise it
    * writes nothing and returns the pet's stock and status as it found them (null: no such
    * pet), for the rule to name the refusal. Locks what it reads, as lockStock does.
+   * With `unlessKept` it does nothing at all and answers 'kept' when the account's
+   * Idempotency-Key already has a record created at or after `notBefore`: the order can
+   * then be sent along with the key's lock and lookup (domain/idempotency.ts).
    */
   placeOrder(
     input: { accountId: number; petId: number; quantity: number; createdAt: string },
     terms: { requires: PetStatus; whenEmpty: PetStatus },
-  ): Awaitable<{ placed: Order } | { placed: null; found: { quantity: number; status: PetStatus } | null }>;
+    unlessKept?: KeptIdempotency,
+  ): Awaitable<{ placed: Order } | { placed: null; found: { quantity: number; status: PetStatus } | null } | 'kept'>;
   completeOrder(id: number, shipDate: string): Awaitable<Order>;
   deleteOrder(id: number): Awaitable<void>;
   /** Some incomplete order of the pet, or null. */
@@ -146,6 +156,10 @@ export interface Queries {
    */
   lockIdempotencyKey(accountId: number, key: string): Awaitable<void>;
   findIdempotency(accountId: number, key: string, notBefore: string): Awaitable<StoredIdempotency | null>;
+  /**
+   * The last write of its transaction: PostgreSQL sends it with the COMMIT, whose answer
+   * is then its own (a failure fails the transaction).
+   */
   saveIdempotency(accountId: number, key: string, record: StoredIdempotency, createdAt: string): Awaitable<void>;
   purgeIdempotency(before: string): Awaitable<number>;
 

@@ -6,8 +6,8 @@
 // missing row is null/false. The rules are written down once, in docs/decisions.md (Store rules).
 import { randomBytes } from 'node:crypto';
 import { DomainError, type Outcome } from './errors';
-import { idempotent } from './idempotency';
-import type { Queries, Storage } from './storage';
+import { idempotent, kept } from './idempotency';
+import type { KeptIdempotency, Queries, Storage } from './storage';
 import type { NewCategory, NewPet, Order, Principal, PetFilter, Page, PetStatus, Role } from './types';
 
 /** The contract bounds stock at 1,000,000 (InventoryUpdate.quantity). */
@@ -178,14 +178,16 @@ export function createStore(storage: Storage, bounds: Bounds = defaultBounds, ev
        */
       async place(input: NewOrder, idempotencyKey?: string): Promise<{ outcome: Outcome<Order>; replayed: boolean }> {
         const now = new Date();
-        const work = async (q: Queries): Promise<Order> => {
+        const work = async (q: Queries, unlessKept?: KeptIdempotency): Promise<Order | typeof kept> => {
           const { petId, quantity } = input;
           // The checks below run in the storage, in the same atomic step as the writes (one
           // statement on PostgreSQL); what it found when it refused names the refusal here.
           const result = await q.placeOrder(
             { accountId: input.accountId, petId, quantity, createdAt: now.toISOString() },
             { requires: 'available', whenEmpty: 'pending' },
+            unlessKept,
           );
+          if (result === kept) return kept;
           if (result.placed) return result.placed;
           const stock = result.found;
           if (!stock) throw new DomainError('pet_not_found', `Pet ${petId} does not exist`);
@@ -196,11 +198,13 @@ export function createStore(storage: Storage, bounds: Bounds = defaultBounds, ev
         let placed: { outcome: Outcome<Order>; replayed: boolean };
         if (idempotencyKey === undefined) {
           // One atomic step of the storage's: no transaction around it.
-          placed = { outcome: { ok: true, value: await work(storage) }, replayed: false };
+          const order = await work(storage);
+          if (order === kept) throw new Error('An order without an Idempotency-Key was kept');
+          placed = { outcome: { ok: true, value: order }, replayed: false };
         } else {
           const request = { petId: input.petId, quantity: input.quantity };
           placed = await storage.transaction((tx) =>
-            idempotent(tx, { accountId: input.accountId, key: idempotencyKey, request, now }, () => work(tx)),
+            idempotent(tx, { accountId: input.accountId, key: idempotencyKey, request, now }, (unlessKept) => work(tx, unlessKept)),
           );
         }
         if (placed.outcome.ok && !placed.replayed) events.orderPlaced?.();

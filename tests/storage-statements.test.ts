@@ -3,7 +3,8 @@
 // and planned once per connection), and an order is checked and written in one statement
 // (db/pg/storage.ts); and the pool holds DATABASE_POOL_SIZE connections.
 import { randomBytes } from 'node:crypto';
-import { Client } from 'pg';
+import type { EventEmitter } from 'node:events';
+import { Query } from 'pg';
 import { prepareStorage } from '../db/open';
 import { createStore } from '../domain/store';
 import { loadConfig } from '../server/config';
@@ -50,44 +51,93 @@ describe('placing an order through the storage port', () => {
   if (testDatabaseUrl) {
     const adminUrl = testDatabaseUrl;
     describe('on PostgreSQL', () => {
-      const spy = jest.spyOn(Client.prototype, 'query');
+      // Each query sent on a connection, with the round trip it went in: a query written
+      // while every earlier one on that connection is answered (its ReadyForQuery read)
+      // starts a new one; one written before that shares the trip (the connections are
+      // pipelined, db/pg/connection.ts: without it, a query waits in the client's queue
+      // and is written only after the answer before it).
+      const sentQueries: Array<{ name: string; trip: number }> = [];
+      const unanswered = new WeakMap<EventEmitter, number>();
+      let trips = 0;
+      type Sendable = { name?: string; text: string; submit(connection: EventEmitter): unknown };
+      const prototype = Query.prototype as unknown as Sendable;
+      const original = Object.getOwnPropertyDescriptor(prototype, 'submit')!.value as Sendable['submit'];
+      const spy = jest.spyOn(prototype, 'submit').mockImplementation(function (this: Sendable, connection: EventEmitter) {
+        if (!unanswered.has(connection)) {
+          unanswered.set(connection, 0);
+          // Ahead of the client's own listener, which writes the next query of its queue.
+          connection.prependListener('readyForQuery', () => unanswered.set(connection, (unanswered.get(connection) ?? 1) - 1));
+        }
+        const waiting = unanswered.get(connection)!;
+        if (waiting === 0) trips++;
+        unanswered.set(connection, waiting + 1);
+        sentQueries.push({ name: this.name ?? (this.text.length < 20 ? this.text : 'unnamed'), trip: trips });
+        return original.call(this, connection);
+      });
       afterAll(() => spy.mockRestore());
-      /** What each query sent since `from` was: a prepared statement's name, or the text of an unnamed one. */
-      const sent = (from: number) =>
-        spy.mock.calls
-          .slice(from)
-          .map(([config]) => (typeof config === 'string' ? config : ((config as { name?: string }).name ?? 'unnamed')));
+      /** What was sent since `from` (an index into sentQueries), each round trip's queries together. */
+      const roundTrips = (from: number) => {
+        const grouped = new Map<number, string[]>();
+        for (const { name, trip } of sentQueries.slice(from)) grouped.set(trip, [...(grouped.get(trip) ?? []), name]);
+        return [...grouped.values()];
+      };
 
       it('places an order in one round trip: one statement that checks, takes the stock and inserts, with no transaction around it', async () => {
         const petId = await stockedPet(5);
-        const from = spy.mock.calls.length;
+        const from = sentQueries.length;
         await store.orders.place({ accountId, petId, quantity: 5 });
-        expect(sent(from)).toEqual(['place_order']);
+        expect(roundTrips(from)).toEqual([['place_order']]);
         expect(await storage.findInventory(petId)).toEqual({ petId, quantity: 0, status: 'pending' });
       });
 
       it('refuses an order in the same one round trip, writing nothing', async () => {
         const petId = await stockedPet(2);
-        const from = spy.mock.calls.length;
+        const from = sentQueries.length;
         await expect(store.orders.place({ accountId, petId, quantity: 3 })).rejects.toMatchObject({ code: 'insufficient_stock' });
-        expect(sent(from)).toEqual(['place_order']);
+        expect(roundTrips(from)).toEqual([['place_order']]);
         expect(await storage.findInventory(petId)).toEqual({ petId, quantity: 2, status: 'available' });
         expect(await query('select id from orders where pet_id = ?', petId)).toEqual([]);
       });
 
-      it('places an order with an Idempotency-Key in one transaction: the key locked and read, the order, the outcome saved', async () => {
+      it("places an order with an Idempotency-Key in three round trips with the key's owner: the key locked and read with the order, then the outcome saved with the COMMIT", async () => {
         const petId = await stockedPet(5);
-        const from = spy.mock.calls.length;
+        const from = sentQueries.length;
+        // What POST /store/orders asks: the API key's owner, then the order.
+        await storage.findKeyOwner('no such hash');
         await store.orders.place({ accountId, petId, quantity: 1 }, `statements-${petId}`);
-        expect(sent(from)).toEqual(['begin', 'unnamed', 'find_idempotency', 'place_order', 'unnamed', 'commit']);
+        expect(roundTrips(from)).toEqual([
+          ['find_key_owner'],
+          ['begin', 'lock_idempotency_key', 'find_idempotency', 'place_order_once'],
+          ['save_idempotency', 'commit'],
+        ]);
+        expect(await storage.findInventory(petId)).toEqual({ petId, quantity: 4, status: 'available' });
+      });
+
+      it('replays an order with its Idempotency-Key in two round trips, placing nothing', async () => {
+        const petId = await stockedPet(5);
+        const key = `replayed-${petId}`;
+        const first = await store.orders.place({ accountId, petId, quantity: 2 }, key);
+        const from = sentQueries.length;
+        const again = await store.orders.place({ accountId, petId, quantity: 2 }, key);
+        expect(again).toEqual({ outcome: first.outcome, replayed: true });
+        expect(roundTrips(from)).toEqual([['begin', 'lock_idempotency_key', 'find_idempotency', 'place_order_once'], ['commit']]);
+        expect(await storage.findInventory(petId)).toEqual({ petId, quantity: 3, status: 'available' });
+      });
+
+      it('refuses the key with another body, placing nothing', async () => {
+        const petId = await stockedPet(5);
+        const key = `reused-${petId}`;
+        await store.orders.place({ accountId, petId, quantity: 1 }, key);
+        await expect(store.orders.place({ accountId, petId, quantity: 2 }, key)).rejects.toMatchObject({ code: 'idempotency_key_reused' });
+        expect(await storage.findInventory(petId)).toEqual({ petId, quantity: 4, status: 'available' });
       });
 
       it("reads a key's owner and a pet with one named statement each", async () => {
         const petId = await stockedPet(1);
-        const from = spy.mock.calls.length;
+        const from = sentQueries.length;
         await storage.findKeyOwner('no such hash');
         await storage.findPet(petId);
-        expect(sent(from)).toEqual(['find_key_owner', 'find_pet']);
+        expect(roundTrips(from)).toEqual([['find_key_owner'], ['find_pet']]);
       });
 
       it('opens at most DATABASE_POOL_SIZE connections, however many calls wait', async () => {

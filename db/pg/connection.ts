@@ -87,7 +87,11 @@ const bounds = (timeoutMs: number): ClientConfig => ({
  * ends the process; the storage adds its own to hear them (createPgStorage).
  */
 export function openPool(url: string, max: number, timeoutMs = defaultDatabaseTimeoutMs): Pool {
-  const pool = new Pool({ connectionString: url, max, keepAlive: true, ...bounds(timeoutMs) });
+  // pipeline: a connection sends each query as it is asked for, without waiting for the
+  // answers to those before it, so a transaction's statements that do not depend on each
+  // other's answers share one round trip (db/pg/storage.ts). One caller holds a connection
+  // at a time, as without it.
+  const pool = new Pool({ connectionString: url, max, keepAlive: true, pipeline: true, ...bounds(timeoutMs) });
   // An idle client the server dropped: the pool has removed it already.
   pool.on('error', ignore);
   // A client checked out (inside a transaction) when the server drops it: its query fails

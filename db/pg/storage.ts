@@ -9,6 +9,7 @@ import { migrate } from 'drizzle-orm/node-postgres/migrator';
 import type { AnyPgColumn } from 'drizzle-orm/pg-core';
 import { Client, type Pool, type PoolClient } from 'pg';
 import type { Queries, Storage } from '../../domain/storage';
+import type { PetStatus, Role } from '../../domain/types';
 import { asUnavailable, createAvailability, isConnectionError, openPool } from './connection';
 import { toAccount, toApiKey, toCategory, toMessage, toOrder, toPet } from '../rows';
 import * as schema from './schema';
@@ -70,11 +71,13 @@ const bound = (name: string) => sql`${p(name)}`;
  * status is $5 and the stock holds $3, the status set to $6 when that leaves 0, and the
  * order inserted only when the stock was taken. It answers the stock and status it found
  * beside the order's id (null: refused), and no row without the pet. domain/store.ts names
- * the terms and the refusals.
+ * the terms and the refusals. `once`: the same, but nothing at all when account $1's
+ * Idempotency-Key $7 has a record from $8 on (`kept` true), so that it can be sent with the
+ * key's lock and lookup in one round trip (domain/idempotency.ts).
  */
-const placeOrderSql = `
-with pet as (
-  select i.quantity, p.status from pets p join inventory i on i.pet_id = p.id where p.id = $2::bigint for update
+const placeOrderSql = (once: boolean) => `
+with ${once ? 'kept as (select exists (select 1 from idempotency_keys where account_id = $1::bigint and key = $7::text and created_at >= $8::text) as kept), ' : ''}pet as (
+  select i.quantity, p.status from pets p join inventory i on i.pet_id = p.id where p.id = $2::bigint${once ? ' and not (select kept from kept)' : ''} for update
 ), taken as (
   update inventory set quantity = pet.quantity - $3::integer from pet
   where inventory.pet_id = $2::bigint and pet.status = $5::text and pet.quantity >= $3::integer
@@ -86,14 +89,30 @@ with pet as (
   select $1::bigint, $2::bigint, $3::integer, false, $4::text from taken
   returning id
 )
-select pet.quantity as stock, pet.status, placed.id from pet left join placed on true`;
+${once ? 'select kept.kept, pet.quantity as stock, pet.status, placed.id from kept left join pet on true left join placed on true' : 'select pet.quantity as stock, pet.status, placed.id from pet left join placed on true'}`;
+const placeOrderText = placeOrderSql(false);
+const placeOrderOnceText = placeOrderSql(true);
 
 interface PlacedRow {
-  stock: number;
-  status: 'available' | 'pending' | 'sold';
+  /** With `once` only: the key has a record, and nothing was done. */
+  kept?: boolean;
+  stock: number | null;
+  status: 'available' | 'pending' | 'sold' | null;
   /** A bigint, which node-postgres reads as a string; null when refused. */
   id: string | null;
 }
+
+/**
+ * The two statements of an authenticated `GET /pets/{id}` (the key with its owner's role,
+ * the pet), run by node-postgres directly: rows as arrays, read by position, without
+ * drizzle's work per call (placeholders filled, each row mapped field by field).
+ * node-postgres reads a bigint as a string.
+ */
+const findKeyOwnerSql =
+  'select k.id, k.account_id, a.role, k.expires_at, k.revoked_at, k.last_used_at, k.key_hash from api_keys k join accounts a on a.id = k.account_id where k.key_hash = $1::text';
+type KeyOwnerRow = [string, string, Role, string | null, string | null, string | null, string];
+const findPetSql = 'select id, name, category_id, status from pets where id = $1::bigint';
+type PetRow = [string, string, string, PetStatus];
 
 /**
  * The queries, over `db` (the pool, or one pooled connection for a transaction). The ones
@@ -205,21 +224,6 @@ function createQueries(db: Executor): Queries {
       .where(eq(accounts.id, p('id')))
       .for('update')
       .prepare('lock_account'),
-    // The key and its owner's role: one query per authenticated request.
-    findKeyOwner: db
-      .select({
-        keyId: apiKeys.id,
-        accountId: apiKeys.accountId,
-        role: accounts.role,
-        expiresAt: apiKeys.expiresAt,
-        revokedAt: apiKeys.revokedAt,
-        lastUsedAt: apiKeys.lastUsedAt,
-        keyHash: apiKeys.keyHash,
-      })
-      .from(apiKeys)
-      .innerJoin(accounts, eq(accounts.id, apiKeys.accountId))
-      .where(eq(apiKeys.keyHash, p('hash')))
-      .prepare('find_key_owner'),
     touchApiKey: db
       .update(apiKeys)
       .set({ lastUsedAt: bound('at') })
@@ -253,11 +257,6 @@ function createQueries(db: Executor): Queries {
       .where(eq(pets.categoryId, p('id')))
       .limit(1)
       .prepare('pet_in_category'),
-    findPet: db
-      .select()
-      .from(pets)
-      .where(eq(pets.id, p('id')))
-      .prepare('find_pet'),
     setPetStatus: db
       .update(pets)
       .set({ status: bound('status') })
@@ -305,6 +304,15 @@ function createQueries(db: Executor): Queries {
       .from(idempotencyKeys)
       .where(and(eq(idempotencyKeys.accountId, p('accountId')), eq(idempotencyKeys.key, p('key'))))
       .prepare('find_idempotency'),
+    // An expired record not purged yet gives way to the new one.
+    saveIdempotency: db
+      .insert(idempotencyKeys)
+      .values({ accountId: p('accountId'), key: p('key'), requestHash: p('requestHash'), outcome: p('outcome'), createdAt: p('createdAt') })
+      .onConflictDoUpdate({
+        target: [idempotencyKeys.accountId, idempotencyKeys.key],
+        set: { requestHash: bound('requestHash'), outcome: bound('outcome'), createdAt: bound('createdAt') },
+      })
+      .prepare('save_idempotency'),
     findMessage: db
       .select()
       .from(messages)
@@ -329,7 +337,14 @@ function createQueries(db: Executor): Queries {
     lockAccount: async (id) => (await prepared.lockAccount.execute({ id })).length > 0,
 
     insertApiKey: async (input) => toApiKey((await db.insert(apiKeys).values(input).returning())[0]!),
-    findKeyOwner: async (hash) => first(await prepared.findKeyOwner.execute({ hash })),
+    async findKeyOwner(hash) {
+      const row = first(
+        (await db.$client.query<KeyOwnerRow>({ name: 'find_key_owner', text: findKeyOwnerSql, values: [hash], rowMode: 'array' })).rows,
+      );
+      if (!row) return null;
+      const [keyId, accountId, role, expiresAt, revokedAt, lastUsedAt, keyHash] = row;
+      return { keyId: Number(keyId), accountId: Number(accountId), role, expiresAt, revokedAt, lastUsedAt, keyHash };
+    },
     async listApiKeys(accountId, page) {
       return (await apiKeysPage.execute({ ...page, accountId })).map(toApiKey);
     },
@@ -386,8 +401,8 @@ function createQueries(db: Executor): Queries {
       return (await petsPages[shape]!.execute(values)).map(toPet);
     },
     async findPet(id) {
-      const row = first(await prepared.findPet.execute({ id }));
-      return row ? toPet(row) : null;
+      const row = first((await db.$client.query<PetRow>({ name: 'find_pet', text: findPetSql, values: [id], rowMode: 'array' })).rows);
+      return row ? { id: Number(row[0]), name: row[1], categoryId: Number(row[2]), status: row[3] } : null;
     },
     async insertPet(input) {
       const [row] = await db.insert(pets).values(input).returning();
@@ -426,14 +441,16 @@ function createQueries(db: Executor): Queries {
       );
       return row ? toOrder(row) : null;
     },
-    async placeOrder(input, terms) {
-      const { rows } = await db.$client.query<PlacedRow>({
-        name: 'place_order',
-        text: placeOrderSql,
-        values: [input.accountId, input.petId, input.quantity, input.createdAt, terms.requires, terms.whenEmpty],
-      });
+    async placeOrder(input, terms, unlessKept) {
+      const values: unknown[] = [input.accountId, input.petId, input.quantity, input.createdAt, terms.requires, terms.whenEmpty];
+      const { rows } = await db.$client.query<PlacedRow>(
+        unlessKept
+          ? { name: 'place_order_once', text: placeOrderOnceText, values: [...values, unlessKept.key, unlessKept.notBefore] }
+          : { name: 'place_order', text: placeOrderText, values },
+      );
       const row = rows[0];
-      if (!row) return { placed: null, found: null };
+      if (row?.kept) return 'kept';
+      if (!row || row.stock === null || row.status === null) return { placed: null, found: null };
       if (row.id === null) return { placed: null, found: { quantity: row.stock, status: row.status } };
       return { placed: { id: Number(row.id), petId: input.petId, quantity: input.quantity, complete: false } };
     },
@@ -446,7 +463,11 @@ function createQueries(db: Executor): Queries {
     async lockIdempotencyKey(accountId, key) {
       // Two requests with one key on two instances: the second waits here, then replays.
       // One 64-bit lock id from both parts (account ids may exceed the int4 form's range).
-      await db.execute(sql`select pg_advisory_xact_lock(hashtextextended(${`${accountId}:${key}`}, 0))`);
+      await db.$client.query({
+        name: 'lock_idempotency_key',
+        text: 'select pg_advisory_xact_lock(hashtextextended($1::text, 0))',
+        values: [`${accountId}:${key}`],
+      });
     },
     async findIdempotency(accountId, key, notBefore) {
       const row = first(await prepared.findIdempotency.execute({ accountId, key }));
@@ -454,11 +475,7 @@ function createQueries(db: Executor): Queries {
       return { requestHash: row.requestHash, outcome: row.outcome };
     },
     async saveIdempotency(accountId, key, record, createdAt) {
-      // An expired record not purged yet gives way to the new one.
-      await db
-        .insert(idempotencyKeys)
-        .values({ accountId, key, ...record, createdAt })
-        .onConflictDoUpdate({ target: [idempotencyKeys.accountId, idempotencyKeys.key], set: { ...record, createdAt } });
+      await prepared.saveIdempotency.execute({ accountId, key, ...record, createdAt });
     },
     purgeIdempotency: async (before) =>
       (await db.delete(idempotencyKeys).where(sql`${idempotencyKeys.createdAt} < ${before}`)).rowCount ?? 0,
@@ -494,6 +511,37 @@ function createQueries(db: Executor): Queries {
         .returning({ id: messages.id, createdAt: messages.createdAt });
     },
   };
+}
+
+/** A promise whose failure is reported where it is awaited, not as unhandled before that. */
+function settled<T>(promise: Promise<T>): Promise<T> {
+  promise.catch(() => {});
+  return promise;
+}
+
+/** One pooled connection's queries, and the writes of its transaction left for the COMMIT. */
+interface Session {
+  queries: Queries;
+  writes: Array<Promise<unknown>>;
+}
+
+/**
+ * A transaction's queries on one connection. Its idempotency record is the last thing a
+ * rule writes, and nothing reads it back in the same transaction: the write is sent at once
+ * and answered with the COMMIT, which fails if it did (the transaction commits all or nothing).
+ */
+function createSession(db: Executor): Session {
+  const queries = createQueries(db);
+  const session: Session = {
+    writes: [],
+    queries: {
+      ...queries,
+      saveIdempotency(...args) {
+        session.writes.push(settled(Promise.resolve(queries.saveIdempotency(...args))));
+      },
+    },
+  };
+  return session;
 }
 
 export function openPgDatabase(url: string, poolSize = 10, timeoutMs?: number): PgDb {
@@ -556,19 +604,25 @@ export function createPgStorage(db: PgDb, { onAvailability = () => {} }: PgStora
   pool.on('connect', (client) => client.on('error', availability.suspect));
   // The queries of each pooled connection, made on its first transaction: its prepared
   // statements run on it, inside the transaction it holds.
-  const sessions = new WeakMap<PoolClient, Queries>();
+  const sessions = new WeakMap<PoolClient, Session>();
   const storage = createUnguardedStorage(db, async (work) => {
     // Checked out here rather than by drizzle's pool transaction, which keeps a connection
     // whose BEGIN failed out of the pool for good; a connection that failed is discarded.
     const client = await pool.connect();
     let failure: unknown;
     try {
-      let queries = sessions.get(client);
-      if (!queries) sessions.set(client, (queries = createQueries(drizzle({ client: client as unknown as Pool, schema }))));
-      await client.query('begin');
+      let session = sessions.get(client);
+      if (!session) sessions.set(client, (session = createSession(drizzle({ client: client as unknown as Pool, schema }))));
+      session.writes = [];
+      // Pipelined (openPool): BEGIN goes out with the work's first statement, and the
+      // writes left for the COMMIT go out with it, each round trip shared.
+      const begun = settled(client.query('begin'));
       try {
-        const result = await work(queries);
-        await client.query('commit');
+        const result = await work(session.queries);
+        const committed = settled(client.query('commit'));
+        for (const sent of [begun, ...session.writes, committed]) await sent;
+        // A write that failed aborted the transaction, and COMMIT then answers ROLLBACK.
+        if ((await committed).command !== 'COMMIT') throw new Error('The transaction was rolled back');
         return result;
       } catch (error) {
         // A connection that failed (or timed out) is discarded below, which rolls back; a

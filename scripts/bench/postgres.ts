@@ -2,7 +2,8 @@
 // One process on a SQLite file, WEB_CONCURRENCY=2 on one file, one and two instances on
 // PostgreSQL (when BENCH_PG_URL names a server: scripts/bench.ts starts a throwaway one
 // with scripts/with-postgres.sh), each a real process as `npm start` runs it, loaded with
-// GET /pets/{id} and POST /store/orders by a customer's key. Standalone:
+// GET /pets/{id} and POST /store/orders (without and with an Idempotency-Key) by a
+// customer's key. Standalone:
 //
 //   npm run build && bash scripts/with-postgres.sh bash -c 'BENCH_PG_URL=$PG_URL npx tsx scripts/bench/postgres.ts'
 //
@@ -31,6 +32,7 @@ const connections = Number(process.env.BENCH_SHAPE_CONNECTIONS ?? 16);
 /** Some of the shapes, by key (sqlite, cluster, pg, pg2), while working; all when unset. */
 const only = (process.env.BENCH_SHAPES ?? 'sqlite,cluster,pg,pg2').split(',');
 const password = 'a long bench password';
+const KEYED = 'POST /store/orders, Idempotency-Key';
 
 async function start(env: Record<string, string>): Promise<{ port: number; child: ChildProcess }> {
   const port = await freePort();
@@ -142,7 +144,11 @@ interface Load {
   method: 'GET' | 'POST';
   path: string;
   body?: string;
+  /** Each request with an Idempotency-Key of its own (a first request, never a replay). */
+  keyed?: boolean;
 }
+
+let keys = 0;
 
 function fire(port: number, load: Load, auth: string, conns: number, duration: number): Promise<number> {
   return new Promise((resolve, reject) => {
@@ -154,6 +160,16 @@ function fire(port: number, load: Load, auth: string, conns: number, duration: n
         method: load.method,
         headers: { Authorization: auth, ...(load.body && { 'Content-Type': 'application/json' }) },
         ...(load.body && { body: load.body }),
+        ...(load.keyed && {
+          requests: [
+            {
+              setupRequest: (request: autocannon.Request) => ({
+                ...request,
+                headers: { ...request.headers, 'Idempotency-Key': `bench-${process.pid}-${++keys}` },
+              }),
+            },
+          ],
+        }),
       },
       (err: unknown, result: autocannon.Result) => {
         if (err) return reject(err instanceof Error ? err : new Error('autocannon failed', { cause: err }));
@@ -267,6 +283,7 @@ async function main(): Promise<void> {
     const loads = (petId: number): Load[] => [
       { name: 'GET /pets/{id}', method: 'GET', path: `/pets/${petId}` },
       { name: 'POST /store/orders', method: 'POST', path: '/store/orders', body: JSON.stringify({ petId }) },
+      { name: KEYED, method: 'POST', path: '/store/orders', body: JSON.stringify({ petId }), keyed: true },
     ];
     const samples = new Map<string, Sample[]>();
     for (const shape of shapes) for (const load of loads(shape.who.petId)) await measure(shape, load, 2); // warm-up
@@ -295,7 +312,7 @@ function report(shapes: Shape[], samples: Map<string, Sample[]>, pgSkipped: stri
   );
   console.log('| shape | load | req/s | service CPU per request | PostgreSQL CPU per request |');
   console.log('|---|---|---|---|---|');
-  const loadNames = ['GET /pets/{id}', 'POST /store/orders'];
+  const loadNames = ['GET /pets/{id}', 'POST /store/orders', KEYED];
   for (const shape of shapes) {
     for (const load of loadNames) {
       const xs = samples.get(`${shape.name}|${load}`) ?? [];
@@ -321,6 +338,7 @@ function report(shapes: Shape[], samples: Map<string, Sample[]>, pgSkipped: stri
   if (!pgSkipped) {
     lines.push([`PostgreSQL / SQLite, service CPU per request, ${GET}`, ratio(pg, 'cpu', lite, 'cpu', GET), '<= 1.3']);
     lines.push([`PostgreSQL / SQLite, service CPU per request, ${POST}`, ratio(pg, 'cpu', lite, 'cpu', POST), '<= 2.5']);
+    lines.push([`PostgreSQL / SQLite, service CPU per request, ${KEYED}`, ratio(pg, 'cpu', lite, 'cpu', KEYED), '']);
     lines.push([`PostgreSQL's own CPU / SQLite service CPU, per ${GET}`, ratio(pg, 'dbCpu', lite, 'cpu', GET), '<= 1.5']);
     lines.push([`PostgreSQL's own CPU / SQLite service CPU, per ${POST}`, ratio(pg, 'dbCpu', lite, 'cpu', POST), '']);
     lines.push([`PostgreSQL / SQLite, req/s, ${GET}`, ratio(pg, 'rps', lite, 'rps', GET), '']);
