@@ -5,13 +5,15 @@
 // it reads each service's CPU time from /proc: on two cores shared with the load generator
 // and other tenants, wall-clock throughput moves with the neighbours, while the CPU a
 // request costs the service is its own (requests per CPU second is the throughput one
-// core gives).
+// core gives). The load is wrk's, on core 1 (scripts/bench/wrk.ts): autocannon in this
+// process could not keep the service busy, so its CPU per request counted the wake-ups of
+// a half-idle server too (docs/performance.md, "Metrics and tracing").
 import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import autocannon from 'autocannon';
 import { clockTicks, customerKey, freePort, median, num, stat } from './common';
+import { canPin, ensureWrk, wrk } from './wrk';
 
 const root = join(__dirname, '..', '..');
 export const connections = num('BENCH_CONNECTIONS', 32);
@@ -20,8 +22,7 @@ export const warmupS = num('BENCH_WARMUP', 3);
 // A multiple of three gives each service each place equally often.
 export const rounds = Math.max(1, Math.floor(num('BENCH_LOAD_ROUNDS', 6)));
 
-const pinning =
-  process.platform === 'linux' && spawnSync('taskset', ['-V']).status === 0 && Number(spawnSync('nproc').stdout?.toString()) >= 2;
+const pinning = canPin;
 
 interface Service {
   port: number;
@@ -90,22 +91,19 @@ interface Sample {
 
 const cpuTicks = (service: Service) => stat(service.child.pid as number)?.own ?? NaN;
 
-function fire(service: Service, seconds: number): Promise<Sample> {
+async function fire(service: Service, seconds: number): Promise<Sample> {
   const before = cpuTicks(service);
-  return new Promise((resolve, reject) => {
-    autocannon(
-      { url: `http://127.0.0.1:${service.port}/pets/1`, connections, duration: seconds, headers: service.auth },
-      (err: unknown, result: autocannon.Result) => {
-        if (err) return reject(err instanceof Error ? err : new Error('autocannon failed', { cause: err }));
-        resolve({
-          rps: result.requests.total / (result.duration || seconds),
-          cpuUs: (((cpuTicks(service) - before) / clockTicks) * 1e6) / result.requests.total,
-          p99: result.latency.p99,
-          bad: result.non2xx + result.errors,
-        });
-      },
-    );
+  const result = await wrk(service.port, [{ path: '/pets/1', headers: service.auth }], {
+    connections,
+    seconds,
+    ...(pinning && { core: 1 }),
   });
+  return {
+    rps: result.requests / result.seconds,
+    cpuUs: (((cpuTicks(service) - before) / clockTicks) * 1e6) / result.requests,
+    p99: result.p99,
+    bad: result.non2xx + result.errors,
+  };
 }
 
 export interface OffOn {
@@ -129,6 +127,7 @@ export async function compareOffOn(feature: string, onEnv: Record<string, string
   const dir = mkdtempSync(join(tmpdir(), `petstore-bench-${feature}-`));
   const services: Service[] = [];
   try {
+    ensureWrk();
     if (pinning) spawnSync('taskset', ['-a', '-p', '-c', '1', String(process.pid)], { stdio: 'ignore' });
     const targets = (
       [
