@@ -115,6 +115,9 @@ export interface OffOn {
   cpuNoise: number;
   /** on / off, requests per CPU second of the service. */
   cpuCost: number;
+  /** The lowest and highest round of cpuNoise and of cpuCost, as printed: "0.95-1.04". */
+  cpuNoiseRounds: string;
+  cpuCostRounds: string;
 }
 
 /**
@@ -151,14 +154,19 @@ export async function compareOffOn(feature: string, onEnv: Record<string, string
     }
     const [off, again, on] = targets as [(typeof targets)[number], (typeof targets)[number], (typeof targets)[number]];
     const ratio = (a: Sample[], b: Sample[]) => median(a.map((s, i) => s.rps / (b[i]?.rps ?? NaN)));
-    const cpuRatio = (a: Sample[], b: Sample[]) => median(a.map((s, i) => (b[i]?.cpuUs ?? NaN) / s.cpuUs));
+    const cpuRatios = (a: Sample[], b: Sample[]) => a.map((s, i) => (b[i]?.cpuUs ?? NaN) / s.cpuUs);
+    const cpuRatio = (a: Sample[], b: Sample[]) => median(cpuRatios(a, b));
+    const spread = (a: Sample[], b: Sample[]) => {
+      const r = cpuRatios(a, b);
+      return `${Math.min(...r).toFixed(2)}-${Math.max(...r).toFixed(2)}`;
+    };
     console.log(`\n| ${feature} | req/s | service CPU per request | p99 | non-2xx |`);
     console.log('|---|---|---|---|---|');
     for (const t of targets) {
       const bad = t.samples.reduce((n, s) => n + s.bad, 0);
       console.log(
         `| ${t.name} | ${(median(t.samples.map((s) => s.rps)) / 1000).toFixed(2)}k | ${median(t.samples.map((s) => s.cpuUs)).toFixed(0)} µs | ` +
-          `${median(t.samples.map((s) => s.p99))} ms | ${bad} |`,
+          `${median(t.samples.map((s) => s.p99)).toFixed(1)} ms | ${bad} |`,
       );
     }
     return {
@@ -166,6 +174,8 @@ export async function compareOffOn(feature: string, onEnv: Record<string, string
       cost: ratio(on.samples, off.samples),
       cpuNoise: cpuRatio(again.samples, off.samples),
       cpuCost: cpuRatio(on.samples, off.samples),
+      cpuNoiseRounds: spread(again.samples, off.samples),
+      cpuCostRounds: spread(on.samples, off.samples),
     };
   } finally {
     for (const s of services) await stop(s.child);
