@@ -83,8 +83,8 @@ class Tally implements Observe {
  * A histogram kept on the request path as plain numbers per label set, made prom-client's
  * form only when scraped. prom-client's own observe allocates and builds a string key from
  * the labels on every call: on the request path, most of what the metrics cost, much of it
- * in the garbage collector (docs/performance.md, "Metrics"). The exposition and the
- * cluster's sum stay prom-client's (the registry and AggregatorRegistry read get()).
+ * in the garbage collector (docs/performance.md, "Metrics and tracing"). The exposition
+ * and the cluster's sum stay prom-client's (the registry and AggregatorRegistry read get()).
  */
 class TallyHistogram {
   readonly type = 'histogram';
