@@ -42,12 +42,16 @@ export async function benchMetricsCost(): Promise<void> {
       `\nMetrics: GET /pets/1, ${connections} connections, ${warmupS} s warm-up, ${rounds} interleaved rounds of ${durationS} s; ` +
         `metrics off, off again (a second process: the noise), and on (METRICS_PORT, tracing off, scraped every ${scrapeEveryMs / 1000} s).`,
     );
-    const { noise, cost, cpuNoise, cpuCost } = await compareOffOn('metrics', { METRICS_PORT: String(metricsPort) });
+    const { noise, cost, cpuNoise, cpuCost, cpuNoiseRounds, cpuCostRounds } = await compareOffOn('metrics', {
+      METRICS_PORT: String(metricsPort),
+    });
     console.log('\n| ratio (median of rounds) | req/s | requests per CPU second | target |');
     console.log('|---|---|---|---|');
-    console.log(`| off again / off (the noise: the same build, metrics off in both) | ${noise.toFixed(2)} | ${cpuNoise.toFixed(2)} | |`);
     console.log(
-      `| on / off (every request timed and counted, scraped) | ${cost.toFixed(2)} | ${cpuCost.toFixed(2)} | ` +
+      `| off again / off (the noise: the same build, metrics off in both) | ${noise.toFixed(2)} | ${cpuNoise.toFixed(2)} (rounds ${cpuNoiseRounds}) | |`,
+    );
+    console.log(
+      `| on / off (every request timed and counted, scraped) | ${cost.toFixed(2)} | ${cpuCost.toFixed(2)} (rounds ${cpuCostRounds}) | ` +
         `>= ${target} per CPU second ${cpuCost >= target ? 'met' : 'NOT met'} |`,
     );
     console.log(`(${await scrapes.stop()} scrapes of GET /metrics answered 200 during the run)`);

@@ -5,13 +5,15 @@
 // it reads each service's CPU time from /proc: on two cores shared with the load generator
 // and other tenants, wall-clock throughput moves with the neighbours, while the CPU a
 // request costs the service is its own (requests per CPU second is the throughput one
-// core gives).
+// core gives). The load is wrk's, on core 1 (scripts/bench/wrk.ts): autocannon in this
+// process could not keep the service busy, so its CPU per request counted the wake-ups of
+// a half-idle server too (docs/performance.md, "Metrics and tracing").
 import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import autocannon from 'autocannon';
 import { clockTicks, customerKey, freePort, median, num, stat } from './common';
+import { canPin, ensureWrk, wrk } from './wrk';
 
 const root = join(__dirname, '..', '..');
 export const connections = num('BENCH_CONNECTIONS', 32);
@@ -20,8 +22,7 @@ export const warmupS = num('BENCH_WARMUP', 3);
 // A multiple of three gives each service each place equally often.
 export const rounds = Math.max(1, Math.floor(num('BENCH_LOAD_ROUNDS', 6)));
 
-const pinning =
-  process.platform === 'linux' && spawnSync('taskset', ['-V']).status === 0 && Number(spawnSync('nproc').stdout?.toString()) >= 2;
+const pinning = canPin;
 
 interface Service {
   port: number;
@@ -90,22 +91,19 @@ interface Sample {
 
 const cpuTicks = (service: Service) => stat(service.child.pid as number)?.own ?? NaN;
 
-function fire(service: Service, seconds: number): Promise<Sample> {
+async function fire(service: Service, seconds: number): Promise<Sample> {
   const before = cpuTicks(service);
-  return new Promise((resolve, reject) => {
-    autocannon(
-      { url: `http://127.0.0.1:${service.port}/pets/1`, connections, duration: seconds, headers: service.auth },
-      (err: unknown, result: autocannon.Result) => {
-        if (err) return reject(err instanceof Error ? err : new Error('autocannon failed', { cause: err }));
-        resolve({
-          rps: result.requests.total / (result.duration || seconds),
-          cpuUs: (((cpuTicks(service) - before) / clockTicks) * 1e6) / result.requests.total,
-          p99: result.latency.p99,
-          bad: result.non2xx + result.errors,
-        });
-      },
-    );
+  const result = await wrk(service.port, [{ path: '/pets/1', headers: service.auth }], {
+    connections,
+    seconds,
+    ...(pinning && { core: 1 }),
   });
+  return {
+    rps: result.requests / result.seconds,
+    cpuUs: (((cpuTicks(service) - before) / clockTicks) * 1e6) / result.requests,
+    p99: result.p99,
+    bad: result.non2xx + result.errors,
+  };
 }
 
 export interface OffOn {
@@ -117,6 +115,9 @@ export interface OffOn {
   cpuNoise: number;
   /** on / off, requests per CPU second of the service. */
   cpuCost: number;
+  /** The lowest and highest round of cpuNoise and of cpuCost, as printed: "0.95-1.04". */
+  cpuNoiseRounds: string;
+  cpuCostRounds: string;
 }
 
 /**
@@ -129,6 +130,7 @@ export async function compareOffOn(feature: string, onEnv: Record<string, string
   const dir = mkdtempSync(join(tmpdir(), `petstore-bench-${feature}-`));
   const services: Service[] = [];
   try {
+    ensureWrk();
     if (pinning) spawnSync('taskset', ['-a', '-p', '-c', '1', String(process.pid)], { stdio: 'ignore' });
     const targets = (
       [
@@ -152,14 +154,19 @@ export async function compareOffOn(feature: string, onEnv: Record<string, string
     }
     const [off, again, on] = targets as [(typeof targets)[number], (typeof targets)[number], (typeof targets)[number]];
     const ratio = (a: Sample[], b: Sample[]) => median(a.map((s, i) => s.rps / (b[i]?.rps ?? NaN)));
-    const cpuRatio = (a: Sample[], b: Sample[]) => median(a.map((s, i) => (b[i]?.cpuUs ?? NaN) / s.cpuUs));
+    const cpuRatios = (a: Sample[], b: Sample[]) => a.map((s, i) => (b[i]?.cpuUs ?? NaN) / s.cpuUs);
+    const cpuRatio = (a: Sample[], b: Sample[]) => median(cpuRatios(a, b));
+    const spread = (a: Sample[], b: Sample[]) => {
+      const r = cpuRatios(a, b);
+      return `${Math.min(...r).toFixed(2)}-${Math.max(...r).toFixed(2)}`;
+    };
     console.log(`\n| ${feature} | req/s | service CPU per request | p99 | non-2xx |`);
     console.log('|---|---|---|---|---|');
     for (const t of targets) {
       const bad = t.samples.reduce((n, s) => n + s.bad, 0);
       console.log(
         `| ${t.name} | ${(median(t.samples.map((s) => s.rps)) / 1000).toFixed(2)}k | ${median(t.samples.map((s) => s.cpuUs)).toFixed(0)} µs | ` +
-          `${median(t.samples.map((s) => s.p99))} ms | ${bad} |`,
+          `${median(t.samples.map((s) => s.p99)).toFixed(1)} ms | ${bad} |`,
       );
     }
     return {
@@ -167,6 +174,8 @@ export async function compareOffOn(feature: string, onEnv: Record<string, string
       cost: ratio(on.samples, off.samples),
       cpuNoise: cpuRatio(again.samples, off.samples),
       cpuCost: cpuRatio(on.samples, off.samples),
+      cpuNoiseRounds: spread(again.samples, off.samples),
+      cpuCostRounds: spread(on.samples, off.samples),
     };
   } finally {
     for (const s of services) await stop(s.child);

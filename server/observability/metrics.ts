@@ -56,6 +56,83 @@ const lagBuckets = [0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300, 900, 3600];
 
 type Observe = { observe(value: number): void };
 
+/** One label set's observations: a count per bucket (not cumulative; the last is above the top bound), their sum and count. */
+class Tally implements Observe {
+  readonly counts: Float64Array;
+  sum = 0;
+  count = 0;
+  constructor(
+    readonly labels: Readonly<Record<string, string>>,
+    private readonly bounds: readonly number[],
+  ) {
+    this.counts = new Float64Array(bounds.length + 1);
+  }
+
+  observe(value: number): void {
+    // From the bottom: nearly every request falls in the first bucket or two.
+    const bounds = this.bounds;
+    let i = 0;
+    while (i < bounds.length && value > (bounds[i] as number)) i++;
+    this.counts[i] = (this.counts[i] as number) + 1;
+    this.sum += value;
+    this.count++;
+  }
+}
+
+/**
+ * A histogram kept on the request path as plain numbers per label set, made prom-client's
+ * form only when scraped. prom-client's own observe allocates and builds a string key from
+ * the labels on every call: on the request path, most of what the metrics cost, much of it
+ * in the garbage collector (docs/performance.md, "Metrics and tracing"). The exposition
+ * and the cluster's sum stay prom-client's (the registry and AggregatorRegistry read get()).
+ */
+class TallyHistogram {
+  readonly type = 'histogram';
+  readonly aggregator = 'sum';
+  private readonly tallies: Tally[] = [];
+  constructor(
+    readonly name: string,
+    readonly help: string,
+    private readonly bounds: readonly number[],
+    registry: Registry,
+  ) {
+    registry.registerMetric(this as unknown as Parameters<Registry['registerMetric']>[0]);
+  }
+
+  /** The tally of one label set; callers keep it, a second call makes another series. */
+  tally(labels: Record<string, string>): Tally {
+    const tally = new Tally(labels, this.bounds);
+    this.tallies.push(tally);
+    return tally;
+  }
+
+  get() {
+    const bucket = `${this.name}_bucket`;
+    const values: Array<{ labels: Record<string, string | number>; value: number; metricName: string }> = [];
+    // A label set appears once observed, as prom-client's own would.
+    for (const t of this.tallies) {
+      if (t.count === 0) continue;
+      let below = 0;
+      this.bounds.forEach((le, i) => {
+        below += t.counts[i] as number;
+        values.push({ labels: { ...t.labels, le }, value: below, metricName: bucket });
+      });
+      values.push({ labels: { ...t.labels, le: '+Inf' }, value: t.count, metricName: bucket });
+      values.push({ labels: { ...t.labels }, value: t.sum, metricName: `${this.name}_sum` });
+      values.push({ labels: { ...t.labels }, value: t.count, metricName: `${this.name}_count` });
+    }
+    return Promise.resolve({ name: this.name, help: this.help, type: this.type, values, aggregator: this.aggregator });
+  }
+
+  reset(): void {
+    for (const t of this.tallies) {
+      t.counts.fill(0);
+      t.sum = 0;
+      t.count = 0;
+    }
+  }
+}
+
 /** One name a request is counted under: its labels but the status, and a histogram child per status. */
 interface Named {
   operation: string;
@@ -82,13 +159,12 @@ export function createMetrics(): Metrics {
       this.set(inFlight);
     },
   });
-  const duration = new Histogram({
-    name: 'http_server_request_duration_seconds',
-    help: 'Time from a request reaching the app to its answer being written, by operation (operationId), method, route template and status',
-    labelNames: ['operation', 'method', 'route', 'status'] as const,
-    buckets: durationBuckets,
-    registers: [registry],
-  });
+  const duration = new TallyHistogram(
+    'http_server_request_duration_seconds',
+    'Time from a request reaching the app to its answer being written, by operation (operationId), method, route template and status',
+    durationBuckets,
+    registry,
+  );
   const deprecatedCalls = new Counter({
     name: 'petstore_deprecated_calls_total',
     help: 'Requests to operations the spec marks deprecated, whatever their answer',
@@ -124,15 +200,14 @@ export function createMetrics(): Metrics {
     buckets: lagBuckets,
     registers: [registry],
   });
-  const transactions = new Histogram({
-    name: 'petstore_storage_transaction_duration_seconds',
-    help: "Time of the store's write transactions, waiting for the lock or a connection included, by outcome",
-    labelNames: ['outcome'] as const,
-    buckets: durationBuckets,
-    registers: [registry],
-  });
-  const committed = transactions.labels({ outcome: 'committed' });
-  const rolledBack = transactions.labels({ outcome: 'rolled_back' });
+  const transactions = new TallyHistogram(
+    'petstore_storage_transaction_duration_seconds',
+    "Time of the store's write transactions, waiting for the lock or a connection included, by outcome",
+    durationBuckets,
+    registry,
+  );
+  const committed = transactions.tally({ outcome: 'committed' });
+  const rolledBack = transactions.tally({ outcome: 'rolled_back' });
 
   const requests = (operations: Record<string, OperationEntry>): RequestHandler => {
     for (const { operation } of pages) {
@@ -180,7 +255,7 @@ export function createMetrics(): Metrics {
       const status = this.statusCode;
       let child = name.byStatus.get(status);
       if (!child) {
-        child = duration.labels({ operation: name.operation, method: name.method, route: name.route, status: String(status) });
+        child = duration.tally({ operation: name.operation, method: name.method, route: name.route, status: String(status) });
         name.byStatus.set(status, child);
       }
       child.observe((performance.now() - this[started]) / 1000);

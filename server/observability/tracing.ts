@@ -4,7 +4,7 @@
 // express and pg as they load; the spans are made here instead, where the service knows the
 // operation. Off, none of this is loaded or in the request path: createApp adds the
 // middleware and wraps the storage only when given a Tracing.
-import type { RequestHandler } from 'express';
+import type { Request, RequestHandler } from 'express';
 import { context, propagation, ROOT_CONTEXT, SpanKind, SpanStatusCode, trace, type Tracer } from '@opentelemetry/api';
 import { NodeSDK, resources } from '@opentelemetry/sdk-node';
 import type { SpanProcessor } from '@opentelemetry/sdk-trace-base';
@@ -52,19 +52,22 @@ export function startTracing(log: Logger, options: { spanProcessors?: SpanProces
  * alone when none matched). Probes are not traced, as they are not logged.
  */
 export function serverSpans(tracer: Tracer): RequestHandler {
+  // The headers the propagators read (traceparent, tracestate, baggage by default): without
+  // any of them there is no parent to extract, and the root context is the parent.
+  const fields = propagation.fields();
+  const hasParent = (headers: Request['headers']) => fields.some((field) => headers[field] !== undefined);
   return (req, res, next) => {
     if (isProbe(req.path)) return next();
-    const parent = propagation.extract(ROOT_CONTEXT, req.headers);
+    const parent = hasParent(req.headers) ? propagation.extract(ROOT_CONTEXT, req.headers) : ROOT_CONTEXT;
     const method = req.method;
-    const span = tracer.startSpan(
-      method,
-      { kind: SpanKind.SERVER, attributes: { 'http.request.method': method, 'url.path': req.path } },
-      parent,
-    );
+    // The attributes are set once the sampler kept the span (the built-in samplers decide
+    // by the trace id and the parent), so that a request left out builds none.
+    const span = tracer.startSpan(method, { kind: SpanKind.SERVER }, parent);
     req.trace = span.spanContext();
     // A request the sampler left out (a 1% ratio leaves out 99): its ids still go in the
     // access line and nothing else is done for it; its storage calls see no span and make none.
     if (!span.isRecording()) return next();
+    span.setAttributes({ 'http.request.method': method, 'url.path': req.path });
     res.once('close', () => {
       const route = req.operation?.path;
       const status = res.statusCode;
@@ -92,9 +95,9 @@ type Method = (...args: unknown[]) => unknown;
  */
 export function tracedStorage(storage: Storage, tracer: Tracer): Storage {
   const system = storage.engine === 'postgres' ? 'postgresql' : 'sqlite';
+  const recording = () => trace.getSpan(context.active())?.isRecording() === true;
   const run = (name: string, kind: SpanKind, call: () => unknown): unknown => {
     const parent = context.active();
-    if (!trace.getSpan(parent)?.isRecording()) return call();
     const span = tracer.startSpan(`storage.${name}`, { kind, attributes: { 'db.system.name': system, 'db.operation.name': name } }, parent);
     const failed = (error: unknown) => {
       span.recordException(error instanceof Error ? error : String(error));
@@ -131,10 +134,12 @@ export function tracedStorage(storage: Storage, tracer: Tracer): Storage {
         continue;
       }
       const op = (value as Method).bind(target);
+      // Outside a sampled request (99 in 100 at a 1% ratio) the call goes straight through.
       traced[name] =
         name === 'transaction'
-          ? (work: (tx: Queries) => Promise<unknown>) => run(name, SpanKind.INTERNAL, () => op((tx: Queries) => work(wrap(tx))))
-          : (...args: unknown[]) => run(name, SpanKind.CLIENT, () => op(...args));
+          ? (work: (tx: Queries) => Promise<unknown>) =>
+              recording() ? run(name, SpanKind.INTERNAL, () => op((tx: Queries) => work(wrap(tx)))) : op(work)
+          : (...args: unknown[]) => (recording() ? run(name, SpanKind.CLIENT, () => op(...args)) : op(...args));
     }
     return traced as T;
   };
