@@ -84,14 +84,14 @@ defaults
 
 frontend petstore_in
     bind 127.0.0.1:${proxyPort}
-    stick-table type ipv6 size 1m expire 60s store conn_cur,http_req_rate(1s)
+    stick-table type ipv6 size 1m expire 60s store conn_cur
     tcp-request connection track-sc0 src,ipmask(32,56)
     default_backend petstore
 
 backend petstore
-    http-reuse safe
+    http-reuse always
     timeout queue 10s
-    http-request set-priority-class sc0_http_req_rate
+    http-request set-priority-class sc0_conn_cur
     server app1 127.0.0.1:${port} maxconn 64
 `,
   );

@@ -245,6 +245,13 @@ export async function attack(
   console.log(`  keep-alive: ${byKind(false)}; a new connection each: ${byKind(true)}`);
   const failures = samples.flatMap((s) => (s.failure ? [`${s.failure} after ${s.ms.toFixed(0)} ms`] : []));
   if (failures.length > 0) console.log(`  not answered: ${failures.slice(0, 20).join(', ')}${failures.length > 20 ? ', ...' : ''}`);
+  // Where in the flood the slowest were sent (the samples are in the order they were sent, everyMs apart).
+  const slowest = samples
+    .map((s, i) => ({ ms: s.ms, at: (i * client.everyMs) / 1000, fresh: s.fresh }))
+    .sort((a, b) => b.ms - a.ms)
+    .slice(0, 3)
+    .map((s) => `${s.ms.toFixed(0)} ms (${s.fresh ? 'new connection' : 'keep-alive'}) ${s.at.toFixed(1)} s in`);
+  console.log(`  slowest: ${slowest.join(', ')}`);
   console.log(
     `  service CPU ${cpu.toFixed(1)} s; other work on the machine took ${(othersShare * 100).toFixed(0)}% of its CPUs ` +
       `(judged up to ${maxOthersShare * 100}%); attacker: ${JSON.stringify(seen)}`,

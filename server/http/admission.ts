@@ -3,8 +3,9 @@
 // that keeps many requests in flight every other client's request, a new connection's
 // accept and a probe wait for all of a long turn (docs/operations.md, "Connections", has
 // the figures). Here a request runs
-// at once while nothing waits and the turn has not spent its slice (FAIR_SHARE_SLICE_MS, by
-// the clock); otherwise it joins its client's queue, and the queues run round-robin, one
+// at once while nothing waits and the turn has not spent its slice (by the clock:
+// FAIR_SHARE_SLICE_MS while a light client wants its share, longer while none does, so
+// that a client alone keeps the whole service); otherwise it joins its client's queue, and the queues run round-robin, one
 // request a client at a time (within a client, its credentials in turn), a slice a turn,
 // each turn ending with a yield (setImmediate) so that accepts and other sockets' reads get
 // theirs. A connection with a request queued is not read further, and once the turn's slice
@@ -136,6 +137,19 @@ const maxAsleepMs = 100;
  */
 const arrivingSliceMs = 0.1;
 
+/**
+ * A turn's slice while every client with requests waiting is one that has been taking at
+ * least half an equal share: none is kept from its share, so the queues run in long turns
+ * (fewer put-off reads and yields, less of the waiting requests' garbage promoted), and a
+ * client alone gets the whole service. A request from a client below that share while
+ * others wait (a newcomer, a load balancer's probe, any light client), or a new
+ * connection, makes the turns FAIR_SHARE_SLICE_MS long for `contendedForMs`.
+ */
+const uncontendedSliceMs = 8;
+const contendedForMs = 1_000;
+/** Each client's waiting requests are counted over windows this long, for its share. */
+const shareWindowMs = 1_000;
+
 const wakeAll = (client: Client) => {
   const asleep = client.asleep;
   client.asleep = [];
@@ -173,6 +187,30 @@ export function fairShare(
   let scheduled = false;
   // Whether a connection was accepted since the last turn began.
   let arriving = false;
+  // Requests that waited, by client, in this window and the last (the last's mean per client).
+  let window = new Map<string, number>();
+  let windowTotal = 0;
+  let windowBegan = began;
+  let last = new Map<string, number>();
+  let lastMean = 0;
+  // Until when a light client's request keeps the slices short.
+  let contendedUntil = 0;
+  const longSliceMs = Math.max(sliceMs, uncontendedSliceMs);
+  const slice = (now: number) => (now < contendedUntil ? sliceMs : longSliceMs);
+  /** Counts a waiting request of `key`'s; true when that client has had less than half an equal share. */
+  const light = (key: string, now: number): boolean => {
+    if (now - windowBegan >= shareWindowMs) {
+      last = window;
+      lastMean = windowTotal / Math.max(1, window.size);
+      window = new Map();
+      windowTotal = 0;
+      windowBegan = now;
+    }
+    window.set(key, (window.get(key) ?? 0) + 1);
+    windowTotal++;
+    // With no last window to judge by (a flood beginning), every client counts as light.
+    return last.size === 0 || (last.get(key) ?? 0) * 2 < lastMean;
+  };
 
   const schedule = () => {
     if (scheduled) return;
@@ -183,7 +221,8 @@ export function fairShare(
   // After the turn's I/O: a slice spent on the waiting requests, a client at a time.
   const turn = () => {
     scheduled = false;
-    const until = performance.now() + (arriving ? arrivingSliceMs : sliceMs);
+    const now = performance.now();
+    const until = now + (arriving ? arrivingSliceMs : slice(now));
     arriving = false;
     while (turns.length > 0 && performance.now() < until) {
       const client = turns.shift() as Client;
@@ -215,7 +254,8 @@ export function fairShare(
    * direct connections: a trusted proxy's carries many clients, one request at a time.
    */
   const putOff = (socket: Socket, wake: () => void): boolean => {
-    if (turns.length === 0 || performance.now() - began < sliceMs) return false;
+    const now = performance.now();
+    if (turns.length === 0 || now - began < slice(now)) return false;
     const peer = socket.remoteAddress;
     if (peer === undefined || trust?.(peer, 0)) return false;
     const client = clients.get(peerKey(socket, peer));
@@ -226,7 +266,8 @@ export function fairShare(
   };
 
   const listener: RequestListener = (req, res) => {
-    if (turns.length === 0 && (!scheduled || performance.now() - began < sliceMs)) {
+    const now = performance.now();
+    if (turns.length === 0 && (!scheduled || now - began < slice(now))) {
       schedule();
       run(req, res);
       return;
@@ -247,6 +288,7 @@ export function fairShare(
       return;
     }
     counts.deferred++;
+    if (light(key, now)) contendedUntil = now + contendedForMs;
     const by = req.headers.authorization ?? '';
     let credential = client.credentials.get(by);
     if (!credential) {
@@ -258,8 +300,10 @@ export function fairShare(
     connection(req.socket)?.hold();
     schedule();
   };
+  // A new connection is a client wanting its share too, before it has sent anything.
   const accepted = () => {
     arriving = true;
+    contendedUntil = performance.now() + contendedForMs;
   };
   return { listener, putOff, accepted };
 }
