@@ -138,7 +138,7 @@ if (sources.some((source) => newest(join(root, source)) > builtAt())) {
     sourcemap: true,
     sourcesContent: false,
     // Whitespace and comments out, names kept: V8 holds the bundle's text for as long as the
-    // process runs (3.9 MB of it before, 2.7 MB after) and scans it at each start. A stack
+    // process runs and scans it at each start (docs/performance.md, "Memory"). A stack
     // still names the file and line, through the map (server/entry.cjs).
     minifyWhitespace: true,
     legalComments: 'none',

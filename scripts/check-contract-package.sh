@@ -62,8 +62,8 @@ if [ "$status" -ne 0 ]; then
   exit 1
 fi
 echo "the packed contract suite passed against the default configuration in ${took} s"
-# Some 10-15 s on a shared 2-core machine (contract/README.md); a run that waited out the
-# address limit's minute, because it sent more than the limit allows, takes more than 60 s.
+# A run takes seconds (contract/README.md has the figures); one that waited out the address
+# limit's minute, because it sent more than the limit allows, takes more than 60 s.
 [ "$took" -le 60 ] || { echo "it took ${took} s, more than 60 s" >&2; exit 1; }
 
 # A real JUnit reader reads what the JSON report says.
