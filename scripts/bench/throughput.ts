@@ -474,7 +474,7 @@ async function readiness(serviceEnv: Record<string, string>): Promise<Ready> {
   };
   // Node strips the types of this one file itself; the warning says it parses it twice (a few lines).
   const hello = [process.execPath, '--disable-warning=MODULE_TYPELESS_PACKAGE_JSON', join(__dirname, 'express-hello.ts')];
-  // On a busy machine npm alone has taken more than 30 s to start the service.
+  // On a busy machine npm alone can take far longer than a quiet start (docs/performance.md, run I).
   const timeoutMs = 120_000;
   const timed = async (into: Started, name: string, command: string[], group = false) => {
     const server = await start(name, command, serviceEnv, { path: '/healthz' }, { pin: true, group, timeoutMs });
