@@ -105,6 +105,25 @@ const tracesExporter = z
       .filter(Boolean),
   )
   .pipe(z.array(z.enum(['otlp', 'console', 'zipkin', 'none'], { error: 'expected otlp, console, zipkin or none (comma-separated)' })));
+// The OpenTelemetry specification's samplers (the remote ones, jaeger_remote and xray, are
+// not offered); empty is unset.
+const samplers = [
+  'always_on',
+  'always_off',
+  'traceidratio',
+  'parentbased_always_on',
+  'parentbased_always_off',
+  'parentbased_traceidratio',
+] as const;
+const tracesSampler = z
+  .string()
+  .transform((v) => v.trim() || undefined)
+  .pipe(z.enum(samplers, { error: `expected ${samplers.join(', ')}` }).optional());
+const ratioError = 'expected a ratio from 0 to 1';
+const samplerRatio = z
+  .string()
+  .transform((v) => (v.trim() ? Number(v) : undefined))
+  .pipe(z.number({ error: ratioError }).min(0, ratioError).max(1, ratioError).optional());
 
 const variables = z.object({
   PORT: int(0, 65535).default(3000),
@@ -182,6 +201,10 @@ const variables = z.object({
   OTEL_TRACES_EXPORTER: tracesExporter.optional(),
   OTEL_EXPORTER_OTLP_ENDPOINT: otlpEndpoint.optional(),
   OTEL_EXPORTER_OTLP_TRACES_ENDPOINT: otlpEndpoint.optional(),
+  // Read here rather than by the SDK: the service decides before any OpenTelemetry call
+  // whether a new trace is kept (server/observability/tracing.ts).
+  OTEL_TRACES_SAMPLER: tracesSampler.optional(),
+  OTEL_TRACES_SAMPLER_ARG: samplerRatio.optional(),
 });
 
 /** Every environment variable the service reads (docs/configuration.md lists them). */
@@ -279,7 +302,26 @@ const schema = variables
       (e.OTEL_TRACES_EXPORTER?.length
         ? !e.OTEL_TRACES_EXPORTER.includes('none')
         : Boolean(e.OTEL_EXPORTER_OTLP_ENDPOINT ?? e.OTEL_EXPORTER_OTLP_TRACES_ENDPOINT)),
+    /**
+     * Which traces are kept, as OTEL_TRACES_SAMPLER names it (default parentbased_always_on):
+     * the share of new traces (OTEL_TRACES_SAMPLER_ARG, default 1, for the ratio samplers),
+     * and whether a caller's sampled flag decides for a request that carries one.
+     */
+    traceSampler: traceSampler(e.OTEL_TRACES_SAMPLER ?? 'parentbased_always_on', e.OTEL_TRACES_SAMPLER_ARG ?? 1),
   }));
+
+export interface TraceSampler {
+  /** The share of new traces kept, from 0 to 1. */
+  ratio: number;
+  /** A caller's sampled flag decides; otherwise the ratio decides by the trace id for those too. */
+  parentBased: boolean;
+}
+
+function traceSampler(name: (typeof samplers)[number], ratio: number): TraceSampler {
+  const parentBased = name.startsWith('parentbased_');
+  const root = parentBased ? name.slice('parentbased_'.length) : name;
+  return { parentBased, ratio: root === 'always_on' ? 1 : root === 'always_off' ? 0 : ratio };
+}
 
 export type Config = z.output<typeof schema>;
 

@@ -97,6 +97,23 @@ describe('configuration', () => {
     expect(() => loadConfig({ OTEL_TRACES_EXPORTER: 'jaeger' })).toThrow(/OTEL_TRACES_EXPORTER/);
   });
 
+  it('reads the sampler as the OpenTelemetry specification names it, parentbased_always_on unless set', () => {
+    const sampler = (name?: string, arg?: string) =>
+      loadConfig({ ...(name !== undefined && { OTEL_TRACES_SAMPLER: name }), ...(arg !== undefined && { OTEL_TRACES_SAMPLER_ARG: arg }) })
+        .traceSampler;
+    expect(sampler()).toEqual({ ratio: 1, parentBased: true });
+    expect(sampler('')).toEqual({ ratio: 1, parentBased: true });
+    expect(sampler('parentbased_traceidratio', '0.01')).toEqual({ ratio: 0.01, parentBased: true });
+    // The ratio samplers keep every trace without an argument.
+    expect(sampler('traceidratio')).toEqual({ ratio: 1, parentBased: false });
+    expect(sampler('parentbased_always_off', '0.5')).toEqual({ ratio: 0, parentBased: true });
+    expect(sampler('always_on')).toEqual({ ratio: 1, parentBased: false });
+    expect(sampler('always_off')).toEqual({ ratio: 0, parentBased: false });
+    expect(() => sampler('jaeger_remote')).toThrow(/OTEL_TRACES_SAMPLER=jaeger_remote: expected always_on/);
+    expect(() => sampler('traceidratio', '1.5')).toThrow(/OTEL_TRACES_SAMPLER_ARG=1.5: expected a ratio from 0 to 1/);
+    expect(() => sampler('traceidratio', 'half')).toThrow(/OTEL_TRACES_SAMPLER_ARG=half: expected a ratio/);
+  });
+
   it('documents every variable in the configuration table (docs/configuration.md)', () => {
     const table = readFileSync(join(__dirname, '..', 'docs', 'configuration.md'), 'utf8');
     expect(configVariables.filter((name) => !table.includes(`| \`${name}\` |`))).toEqual([]);
