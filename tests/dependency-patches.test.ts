@@ -5,7 +5,9 @@
 // compile when `validateApiSpec` is false; no reference parser for a document its caller
 // dereferenced (`$refParser: { mode: 'none' }`, server/spec.ts dereferenced()); a schema
 // with no `$ref` handed to Ajv without the whole document around it, which Ajv walks for
-// every schema it adds (each response of each operation); and the query string read without url.parse(),
+// every schema it adds (each response of each operation); one response validator a schema
+// (the Error body of every error code of every operation compiled once, not some hundred
+// times); and the query string read without url.parse(),
 // which Node 24 deprecates (DEP0169: a warning at the first request) and makes slow when
 // called from node_modules. These fail when an upgrade drops the patch or the pin, so that
 // the patch is either carried forward or deleted once upstream ships it.
@@ -14,6 +16,7 @@ import { join } from 'node:path';
 import * as framework from 'express-openapi-validator/dist/framework';
 import { OpenApiContext } from 'express-openapi-validator/dist/framework/openapi.context';
 import { useAjvCache } from 'express-openapi-validator/dist/middlewares/util';
+import { ResponseValidator } from 'express-openapi-validator/dist/middlewares/openapi.response.validator';
 import Ajv from 'ajv';
 import * as schemaValidator from 'express-openapi-validator/dist/framework/openapi.schema.validator';
 import url from 'node:url';
@@ -104,6 +107,29 @@ describe('express-openapi-validator, as patched at install', () => {
     const refCheck = useAjvCache(ajv, withRef, 'ref');
     expect(added.mock.calls[1]?.[0]).toBe(withRef);
     expect(refCheck?.({ name: 7 })).toBe(false);
+  });
+
+  it('compiles one response validator a schema, however many responses name it', () => {
+    const doc = dereferenced(loadSpec()) as { paths: Record<string, Record<string, { responses: Record<string, object> }>> };
+    const validator = new ResponseValidator(doc as never, { formats: {}, strict: false }) as unknown as {
+      ajvBody: Ajv;
+      buildValidators: (responses: object, key: string) => Record<string, Record<string, unknown>>;
+    };
+    const added = jest.spyOn(validator.ajvBody, 'addSchema');
+    const pets = validator.buildValidators(doc.paths['/pets']!.get!.responses, 'listPets');
+    const pet = validator.buildValidators(doc.paths['/pets/{petId}']!.get!.responses, 'getPet');
+    const json = 'application/json';
+    // The Error body of the 400, 401 and 429 of one operation, and of another's 404: one validator.
+    expect(pets['400']?.[json]).toBeDefined();
+    expect(pets['401']?.[json]).toBe(pets['400']?.[json]);
+    expect(pet['404']?.[json]).toBe(pets['400']?.[json]);
+    expect(pet['200']?.[json]).not.toBe(pets['200']?.[json]);
+    // Each schema added once: the two 200s and one Error.
+    expect(added).toHaveBeenCalledTimes(new Set([...Object.values(pets), ...Object.values(pet)].map((v) => v[json])).size);
+    // Still a check: the Error validator refuses a body without its fields.
+    const check = pet['404']?.[json] as (data: unknown) => boolean;
+    expect(check({ response: { code: 'not_found', message: 'Pet 1 was not found', status: 404 } })).toBe(true);
+    expect(check({ response: { message: 'no code' } })).toBe(false);
   });
 
   it('reads the query string without url.parse()', async () => {
