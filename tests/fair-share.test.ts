@@ -138,32 +138,6 @@ async function until(check: () => boolean, ms = 10_000): Promise<void> {
   }
 }
 
-describe('requests read in the same turn', () => {
-  it('run together after the reads: the first at once, the others in the turn that follows', async () => {
-    // A slice long enough that none of the ten waits for want of it, on however slow a machine.
-    const { http, port } = await serve(burning(0.05), { FAIR_SHARE_SLICE_MS: '100' });
-    try {
-      let accepted = 0;
-      http.server.on('connection', () => accepted++);
-      const connections = Array.from({ length: 10 }, () => rawConnection(port));
-      await until(() => accepted === connections.length);
-      // Past the turns that followed the accepts (short ones, server/http/admission.ts).
-      await new Promise((r) => setTimeout(r, 50));
-      for (const [n, { socket }] of connections.entries()) socket.write(get(n));
-      // The loop held while the kernel takes all ten: the next turn reads them together.
-      const heldUntil = performance.now() + 50;
-      while (performance.now() < heldUntil);
-      await until(() => connections.every(({ read }) => statuses(read()).length === 1));
-      expect(connections.map(({ read }) => statuses(read())[0])).toEqual(Array.from({ length: 10 }, () => 200));
-      expect(http.connections.fairShare.deferred).toBe(9);
-      expect(http.connections.fairShare.read_deferred).toBe(0);
-      for (const { socket } of connections) socket.destroy();
-    } finally {
-      await stop(http);
-    }
-  }, 30_000);
-});
-
 describe('a client whose requests wait', () => {
   it('is not read meanwhile: a second batch sent while the first waits is read only once the first ran', async () => {
     const { http, port } = await serve(burning(1));
@@ -275,7 +249,7 @@ describe('a client whose requests wait', () => {
       client.socket.write(Array.from({ length: 20 }, (_, i) => get(i)).join(''));
       await until(() => statuses(client.read()).length === 20);
       const text = client.read();
-      // The first runs at once; four wait; the rest are refused, answered in order.
+      // The first runs at once and spends the turn's slice; four wait; the rest are refused, answered in order.
       expect(statuses(text)).toEqual([...Array.from({ length: 5 }, () => 200), ...Array.from({ length: 15 }, () => 429)]);
       const refusal = text.slice(text.indexOf('HTTP/1.1 429'));
       expect(refusal).toMatch(/\r\nRetry-After: 1\r\n/);

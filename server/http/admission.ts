@@ -2,17 +2,15 @@
 // that is ready in one turn of its event loop, first come, first served: under a client
 // that keeps many requests in flight every other client's request, a new connection's
 // accept and a probe wait for all of a long turn (docs/operations.md, "Connections", has
-// the figures). Here the first request a turn reads runs at once; the others read with it
-// join their client's queue and run after the reads, together (one stretch of the same
-// code, which costs each far less CPU than running it between reads), and the queues run
-// round-robin, one request a client at a time (within a client, its credentials in turn),
-// a slice a turn (by the clock: FAIR_SHARE_SLICE_MS while a light client wants its share,
-// longer while none does, so that a client alone keeps the whole service), each turn
-// ending with a yield (setImmediate) so that accepts and other sockets' reads get theirs.
-// A connection with a request queued is not read further, and once the turn's slice is
-// spent (its reads and what they queued, by what queued requests took to run) neither is
-// any connection of a client with requests queued (backpressure: their reads are not
-// parsed until the client's queue is empty). While connections arrive, a
+// the figures). Here a request runs
+// at once while nothing waits and the turn has not spent its slice (by the clock:
+// FAIR_SHARE_SLICE_MS while a light client wants its share, longer while none does, so
+// that a client alone keeps the whole service); otherwise it joins its client's queue, and the queues run round-robin, one
+// request a client at a time (within a client, its credentials in turn), a slice a turn,
+// each turn ending with a yield (setImmediate) so that accepts and other sockets' reads get
+// theirs. A connection with a request queued is not read further, and once the turn's slice
+// is spent neither is any connection of a client with requests queued (backpressure: their
+// reads are not parsed until the client's queue is empty). While connections arrive, a
 // turn's slice is a tenth of a millisecond: they are accepted one a turn. One client's
 // queue is bounded: past FAIR_SHARE_QUEUE a request is answered 429 at once, before Express.
 // docs/operations.md ("Connections", Fair share) says what a client sees.
@@ -187,11 +185,6 @@ export function fairShare(
   // collector's work are what made a turn long, and they happen outside any request.
   let began = performance.now();
   let scheduled = false;
-  // Requests queued since this turn began, and what running one took in the turns so far
-  // (a moving mean, ms): a turn's reads stop once they have queued what its slice can run,
-  // so that what they queue runs in that turn and is not carried into the next.
-  let queued = 0;
-  let runMs = 0.1;
   // Whether a connection was accepted since the last turn began.
   let arriving = false;
   // Requests that waited, by client, in this window and the last (the last's mean per client).
@@ -223,7 +216,6 @@ export function fairShare(
     if (scheduled) return;
     scheduled = true;
     began = performance.now();
-    queued = 0;
     setImmediate(turn);
   };
   // After the turn's I/O: a slice spent on the waiting requests, a client at a time.
@@ -232,9 +224,7 @@ export function fairShare(
     const now = performance.now();
     const until = now + (arriving ? arrivingSliceMs : slice(now));
     arriving = false;
-    let ran = 0;
     while (turns.length > 0 && performance.now() < until) {
-      ran++;
       const client = turns.shift() as Client;
       const credential = client.turns.shift() as Credential;
       const { req, res } = credential.waiting.shift() as Waiting;
@@ -252,21 +242,20 @@ export function fairShare(
       run(req, res);
       connection(req.socket)?.release();
     }
-    if (ran > 0) runMs += ((performance.now() - now) / ran - runMs) / 8;
     if (turns.length > 0) schedule();
   };
 
   /**
    * Asked by a connection before a read of it is parsed: true when the read must wait, and
-   * `wake` is called once it may go on. While the turn's share is spent (its time so far
-   * and what the requests it queued will take), a client with requests waiting has no more
-   * of its connections read: parsing is most of what a request costs, and a turn that
-   * parsed every ready connection of a greedy client was long for everyone (a new connection waits for two turns, its accept's and its request's). Only
+   * `wake` is called once it may go on. While the turn's share is spent, a client with
+   * requests waiting has no more of its connections read: parsing is most of what a request
+   * costs, and a turn that parsed every ready connection of a greedy client was long for
+   * everyone (a new connection waits for two turns, its accept's and its request's). Only
    * direct connections: a trusted proxy's carries many clients, one request at a time.
    */
   const putOff = (socket: Socket, wake: () => void): boolean => {
     const now = performance.now();
-    if (turns.length === 0 || now - began + queued * runMs < slice(now)) return false;
+    if (turns.length === 0 || now - began < slice(now)) return false;
     const peer = socket.remoteAddress;
     if (peer === undefined || trust?.(peer, 0)) return false;
     const client = clients.get(peerKey(socket, peer));
@@ -278,8 +267,7 @@ export function fairShare(
 
   const listener: RequestListener = (req, res) => {
     const now = performance.now();
-    // The turn's first: run at once. Those read after it wait for the reads to end and run together.
-    if (turns.length === 0 && !scheduled) {
+    if (turns.length === 0 && (!scheduled || now - began < slice(now))) {
       schedule();
       run(req, res);
       return;
@@ -308,7 +296,6 @@ export function fairShare(
       client.turns.push(credential);
     }
     credential.waiting.push({ req, res });
-    queued++;
     if (++client.waiting === 1) turns.push(client);
     connection(req.socket)?.hold();
     schedule();
