@@ -138,6 +138,43 @@ async function until(check: () => boolean, ms = 10_000): Promise<void> {
   }
 }
 
+describe('requests read in the same turn', () => {
+  it('run together after the reads: the first at once, the others once the turn has read them all', async () => {
+    // How many requests the server had read when each one ran. This listener is the
+    // server's second: it counts a request after the fair share's listener has run it or
+    // put it by.
+    let read = 0;
+    const readWhenRun: number[] = [];
+    const app: RequestListener = (req, res) => {
+      readWhenRun.push(read);
+      burning(0.05)(req, res);
+    };
+    // A slice long enough that none of the ten waits for want of it, on however slow a machine.
+    const { http, port } = await serve(app, { FAIR_SHARE_SLICE_MS: '100' });
+    http.server.on('request', () => read++);
+    try {
+      let accepted = 0;
+      http.server.on('connection', () => accepted++);
+      const connections = Array.from({ length: 10 }, () => rawConnection(port));
+      await until(() => accepted === connections.length);
+      // Past the short turns that follow accepts (server/http/admission.ts).
+      await new Promise((r) => setTimeout(r, 50));
+      for (const [n, { socket }] of connections.entries()) socket.write(get(n));
+      // The loop held while the kernel takes all ten: the next turn reads them together.
+      const heldUntil = performance.now() + 50;
+      while (performance.now() < heldUntil);
+      await until(() => connections.every(({ read }) => statuses(read()).length === 1));
+      expect(connections.map(({ read }) => statuses(read())[0])).toEqual(Array.from({ length: 10 }, () => 200));
+      // Run as read, they would have seen 0, 1, 2 ... 9.
+      expect(readWhenRun).toEqual([0, ...Array.from({ length: 9 }, () => 10)]);
+      expect(http.connections.fairShare.deferred).toBe(0);
+      for (const { socket } of connections) socket.destroy();
+    } finally {
+      await stop(http);
+    }
+  }, 30_000);
+});
+
 describe('a client whose requests wait', () => {
   it('is not read meanwhile: a second batch sent while the first waits is read only once the first ran', async () => {
     const { http, port } = await serve(burning(1));
