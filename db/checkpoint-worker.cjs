@@ -1,7 +1,7 @@
 // The body of the checkpoint thread (db/checkpointer.ts): its own connection to the
-// service's SQLite file, and a PASSIVE checkpoint every `intervalMs`. PASSIVE never
-// waits for, and never blocks, the readers and the writer on the main thread; a pass
-// that finds another process's checkpoint running just tries again next time.
+// service's SQLite file, and a PASSIVE checkpoint every `intervalMs` until it is asked to
+// end. PASSIVE never waits for, and never blocks, the readers and the writer on the main
+// thread; a pass that finds another process's checkpoint running just tries again next time.
 // Plain CommonJS: a worker thread runs it as it is, under node, tsx and jest alike.
 'use strict';
 const { parentPort, workerData } = require('node:worker_threads');
@@ -24,7 +24,7 @@ try {
   // A full disk or an I/O error may pass (space is freed): say so once, keep trying.
   const passing = (error) => error.code === 'SQLITE_FULL' || String(error.code).startsWith('SQLITE_IOERR');
   let stalled = false;
-  timer = setInterval(() => {
+  const pass = () => {
     try {
       checkpoint.get();
       if (stalled) parentPort.postMessage({ recovered: true });
@@ -34,9 +34,13 @@ try {
       if (!stalled) parentPort.postMessage({ stalled: `${error.code}: ${error.message}` });
       stalled = true;
     }
-  }, workerData.intervalMs);
+  };
+  timer = setInterval(pass, workerData.intervalMs);
+  // Asked to end (no commit for a while, or the service stops): what the log holds is copied first.
   parentPort.on('message', (message) => {
-    if (message === 'stop') finish();
+    if (message !== 'stop') return;
+    pass();
+    if (db.open) finish();
   });
 } catch (error) {
   finish(error);

@@ -33,9 +33,11 @@ function waitForExit(child: ChildProcess, ms: number): Promise<number | null | '
  */
 /**
  * The flags the service's node runs with, as package.json's `start` and the Containerfile's
- * ENTRYPOINT pass them: a young generation of 2 MiB semi-spaces (docs/performance.md, "Memory").
+ * ENTRYPOINT pass them: a young generation of 2 MiB semi-spaces, and an old generation of at
+ * most 1 GiB, which keeps V8 from letting it grow to four times what survives a collection
+ * (docs/performance.md, "Memory").
  */
-export const serviceNodeFlags = ['--max-semi-space-size=2'];
+export const serviceNodeFlags = ['--max-semi-space-size=2', '--max-old-space-size=1024'];
 
 export function startServer(env: Record<string, string>, timeoutMs = 30_000, cwd = repoRoot): Promise<ServerProcess> {
   // Exactly what `npm start` runs: one node process, so SIGTERM reaches the service itself.

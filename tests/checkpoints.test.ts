@@ -33,10 +33,12 @@ describe('WAL checkpoints', () => {
     const path = newFile();
     const db = createDatabase(path);
     const storage = createSqliteStorage(db, { checkpointer: startCheckpointer(db.$client, { intervalMs: 20, startAfterMs: 0 }) });
-    // Once the thread is up, the commits themselves checkpoint only past 10000 pages (about 40 MB).
-    expect(autoCheckpointPages(db)).toBe(1000);
-    expect(await eventually(() => autoCheckpointPages(db) === 10_000)).toBe(true);
     const before = statSync(path).size;
+    // The first change starts the thread; once it is up, the commits themselves checkpoint
+    // only past 10000 pages (about 40 MB).
+    expect(autoCheckpointPages(db)).toBe(1000);
+    await storage.insertCategory({ name: 'First', nameKey: 'first', description: null });
+    expect(await eventually(() => autoCheckpointPages(db) === 10_000)).toBe(true);
     await writeMuch(storage);
     expect(await eventually(() => statSync(path).size > before + 1_000_000)).toBe(true);
     await storage.close();
@@ -51,6 +53,38 @@ describe('WAL checkpoints', () => {
     await writeMuch(storage);
     await new Promise((resolve) => setTimeout(resolve, 300));
     expect(statSync(path).size).toBe(before);
+    await storage.close();
+  });
+
+  it('run in a thread only while rows change: none before the first change, none once they stop', async () => {
+    const path = newFile();
+    const db = createDatabase(path);
+    const idleAfterMs = 1000;
+    const storage = createSqliteStorage(db, {
+      checkpointer: startCheckpointer(db.$client, { intervalMs: 20, startAfterMs: 0, idleAfterMs }),
+    });
+    // No row changed, no thread: the commits keep SQLite's own checkpoints. The message
+    // delivery's transaction, every 100 ms in a service, mostly changes none.
+    for (let i = 0; i < 15; i++) {
+      expect(await storage.deliverDue(new Date().toISOString(), new Date().toISOString(), 100)).toEqual([]);
+      await new Promise((resolve) => setTimeout(resolve, idleAfterMs / 10));
+    }
+    expect(autoCheckpointPages(db)).toBe(1000);
+    await storage.insertCategory({ name: 'First', nameKey: 'first', description: null });
+    expect(await eventually(() => autoCheckpointPages(db) === 10_000)).toBe(true);
+    // Changes keep it: one every tenth of idleAfterMs, for two and a half times idleAfterMs.
+    for (let i = 0; i < 25; i++) {
+      await storage.insertCategory({ name: `Busy ${i}`, nameKey: `busy ${i}`, description: null });
+      await new Promise((resolve) => setTimeout(resolve, idleAfterMs / 10));
+      expect(autoCheckpointPages(db)).toBe(10_000);
+    }
+    // No change for idleAfterMs: the thread copies the log and ends.
+    expect(await eventually(() => autoCheckpointPages(db) === 1000)).toBe(true);
+    const before = statSync(path).size;
+    await writeMuch(storage);
+    // A change after it ended starts it again, and the log reaches the database file.
+    expect(await eventually(() => autoCheckpointPages(db) === 10_000)).toBe(true);
+    expect(await eventually(() => statSync(path).size > before + 1_000_000)).toBe(true);
     await storage.close();
   });
 
@@ -74,8 +108,10 @@ describe('WAL checkpoints', () => {
       const { startCheckpointer } = require('./db/checkpointer');
       const db = createDatabase(${JSON.stringify(path)});
       const storage = createSqliteStorage(db, { checkpointer: startCheckpointer(db.$client, { startAfterMs: 0 }) });
-      // Closed once the thread is up (it starts after this turn of the event loop).
-      setTimeout(() => storage.close().then(() => console.log('closed')), 200);`;
+      // A change starts the thread; closed once the thread is up.
+      storage
+        .insertCategory({ name: 'First', nameKey: 'first', description: null })
+        .then(() => setTimeout(() => storage.close().then(() => console.log('closed')), 200));`;
     // The sources, through tsx (as the scripts run), in a process of its own.
     const out = execFileSync(process.execPath, ['--require', 'tsx/cjs', '-e', script], { cwd: join(__dirname, '..'), encoding: 'utf8' });
     expect(out).toContain('closed');
@@ -90,6 +126,8 @@ describe('WAL checkpoints', () => {
     const errors: Error[] = [];
     const checkpointer = startCheckpointer(db.$client, { startAfterMs: 0, onError: (error) => errors.push(error) });
     expect(checkpointer).not.toBeNull();
+    // A changed row starts the thread.
+    db.$client.prepare("INSERT INTO categories (name, name_key) VALUES ('First', 'first')").run();
     expect(await eventually(() => errors.length > 0)).toBe(true);
     expect(String(errors[0])).toMatch(/SQLITE_CANTOPEN: unable to open database file/);
     expect(autoCheckpointPages(db)).toBe(1000);

@@ -130,16 +130,47 @@ interface HashJob {
 const hashThreadNice = 10;
 
 /**
- * The threads hashes are computed on, started when first needed: as many as ever ran at
- * once, which the gate bounds. A hash on libuv's thread pool (crypto.argon2) would run at
- * the event loop's priority and, on a busy machine, take the CPU from it.
+ * The threads hashes are computed on, started when needed: as many as run at once, which
+ * the gate bounds, each ended once it has waited `idleMs` for another hash (a thread holds
+ * some 35 MiB). A hash on libuv's thread pool (crypto.argon2) would run at the event loop's
+ * priority and, on a busy machine, take the CPU from it.
  */
 class HashThreads {
-  private readonly idle: Worker[] = [];
+  /** Threads waiting for work, the last used last, each with the timer that ends it. */
+  private readonly idle: Array<{ worker: Worker; ending: NodeJS.Timeout }> = [];
+
+  private busy = 0;
+
+  constructor(private readonly idleMs: number) {}
+
+  /** Threads alive: at work or waiting for it. */
+  get alive(): number {
+    return this.busy + this.idle.length;
+  }
+
+  private take(): Worker {
+    this.busy++;
+    const waiting = this.idle.pop();
+    if (!waiting) {
+      // execArgv: [] so the thread does not inherit the process's preloads or flags.
+      return new Worker(hashWorkerFile, { workerData: { nice: hashThreadNice }, execArgv: [] });
+    }
+    clearTimeout(waiting.ending);
+    return waiting.worker;
+  }
+
+  private putBack(worker: Worker): void {
+    const ending = setTimeout(() => {
+      const at = this.idle.findIndex((waiting) => waiting.worker === worker);
+      if (at >= 0) this.idle.splice(at, 1);
+      void worker.terminate();
+    }, this.idleMs);
+    ending.unref();
+    this.idle.push({ worker, ending });
+  }
 
   async compute(job: HashJob): Promise<Buffer> {
-    // execArgv: [] so the thread does not inherit the process's preloads or flags.
-    const worker = this.idle.pop() ?? new Worker(hashWorkerFile, { workerData: { nice: hashThreadNice }, execArgv: [] });
+    const worker = this.take();
     // Held while it works, so that a script awaiting a hash does not exit under it.
     worker.ref();
     let usable = true;
@@ -172,7 +203,8 @@ class HashThreads {
       });
     } finally {
       worker.unref();
-      if (usable) this.idle.push(worker);
+      this.busy--;
+      if (usable) this.putBack(worker);
       else void worker.terminate();
     }
   }
@@ -205,6 +237,8 @@ export interface PasswordHashingOptions {
   concurrency: number;
   /** Hashes that may wait for one of those; past them, 503 `overloaded`. */
   queue: number;
+  /** How long a thread waits for another hash before it ends (10 s when not given). */
+  threadIdleMs?: number;
 }
 
 /** A slot for one hash: `limit` run, `queueLimit` wait in order, the rest are refused. */
@@ -254,15 +288,20 @@ export interface PasswordHashing {
    */
   verify(password: string, stored: string | null): Promise<PasswordCheck>;
   readonly gate: HashGate;
+  /** Hashing threads alive now, at work or waiting for it. */
+  readonly threads: number;
 }
 
-export function createPasswordHashing({ concurrency, queue }: PasswordHashingOptions): PasswordHashing {
+export function createPasswordHashing({ concurrency, queue, threadIdleMs = 10_000 }: PasswordHashingOptions): PasswordHashing {
   const gate = new HashGate(concurrency, queue);
-  const threads = new HashThreads();
+  const threads = new HashThreads(threadIdleMs);
   // Random bytes in today's format: verifying against it costs what a real check costs.
   const decoy = parsePasswordHash(formatArgon2(randomBytes(saltBytes), randomBytes(hashBytes))) as ParsedHash;
   return {
     gate,
+    get threads() {
+      return threads.alive;
+    },
     hash: (password) => gate.run(() => hashNow(threads, password)),
     verify: (password, stored) =>
       gate.run(async () => {
