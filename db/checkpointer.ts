@@ -62,7 +62,7 @@ export function startCheckpointer(
     onError(error);
   };
 
-  // A thread is a Node environment of its own (some 10 MiB): none while nothing is written.
+  // A thread is a Node environment of its own (its memory: docs/performance.md, "Memory"): none while nothing is written.
   // A transaction that changed no row (the message delivery's every 100 ms, mostly) adds
   // nothing to the log, so rows changed, not commits, are what is watched.
   let worker: Worker | undefined;

@@ -9,7 +9,7 @@ describe('collectGarbage', () => {
     expect(garbage).toHaveLength(300_000);
     garbage = null;
     collectGarbage();
-    // Some 25 MiB of objects: the heap gives most of it back at once.
+    // Dropped, those objects are most of the heap: a full collection gives it back at once.
     expect(getHeapStatistics().total_heap_size).toBeLessThan(full - 10 * 1024 * 1024);
     expect((globalThis as { gc?: unknown }).gc).toBeUndefined();
   });
