@@ -1,5 +1,5 @@
 // After the warm-up V8's heap still holds the garbage of its requests, and gives the pages
-// back only when its memory reducer runs, some 8 s later and only in a quiet moment: one
+// back only when its memory reducer runs, seconds later and only in a quiet moment: one
 // full collection before ready hands them back at once (docs/performance.md, "Memory").
 import { setFlagsFromString } from 'node:v8';
 import { runInNewContext } from 'node:vm';

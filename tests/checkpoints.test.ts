@@ -35,7 +35,7 @@ describe('WAL checkpoints', () => {
     const storage = createSqliteStorage(db, { checkpointer: startCheckpointer(db.$client, { intervalMs: 20, startAfterMs: 0 }) });
     const before = statSync(path).size;
     // The first change starts the thread; once it is up, the commits themselves checkpoint
-    // only past 10000 pages (about 40 MB).
+    // only past 10000 pages.
     expect(autoCheckpointPages(db)).toBe(1000);
     await storage.insertCategory({ name: 'First', nameKey: 'first', description: null });
     expect(await eventually(() => autoCheckpointPages(db) === 10_000)).toBe(true);

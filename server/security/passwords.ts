@@ -132,7 +132,7 @@ const hashThreadNice = 10;
 /**
  * The threads hashes are computed on, started when needed: as many as run at once, which
  * the gate bounds, each ended once it has waited `idleMs` for another hash (a thread holds
- * some 35 MiB). A hash on libuv's thread pool (crypto.argon2) would run at the event loop's
+ * memory of its own, docs/performance.md "Memory"). A hash on libuv's thread pool (crypto.argon2) would run at the event loop's
  * priority and, on a busy machine, take the CPU from it.
  */
 class HashThreads {
