@@ -168,7 +168,13 @@ function contract(target: Target, label: string): void {
  * clients go on until `loadAfterStopMs` after it was sent (or it ended). Every request must
  * be answered 200.
  */
-async function stopUnderLoad(url: string, key: string, stop: string[], loadAfterStopMs: number | 'until-stopped'): Promise<void> {
+async function stopUnderLoad(
+  url: string,
+  key: string,
+  stop: string[],
+  loadAfterStopMs: number | 'until-stopped',
+  logsOf: string[] = [],
+): Promise<void> {
   const agent = new Agent({ keepAlive: true, maxSockets: 8 });
   const { hostname, port } = new URL(url);
   let running = true;
@@ -178,9 +184,13 @@ async function stopUnderLoad(url: string, key: string, stop: string[], loadAfter
     new Promise<void>((resolve) => {
       sent++;
       const req = request({ host: hostname, port, path: '/pets?limit=5', agent, headers: { authorization: `Bearer ${key}` } }, (res) => {
-        res.resume();
+        let body = '';
+        res.setEncoding('utf8');
+        res.on('data', (chunk: string) => {
+          if (res.statusCode !== 200 && body.length < 300) body += chunk;
+        });
         res.on('end', () => {
-          if (res.statusCode !== 200) failures.push(`status ${res.statusCode}`);
+          if (res.statusCode !== 200) failures.push(`status ${res.statusCode} ${body.slice(0, 200)}`);
           resolve();
         });
       });
@@ -209,6 +219,12 @@ async function stopUnderLoad(url: string, key: string, stop: string[], loadAfter
   agent.destroy();
   const code = await stopped;
   const tookS = ((Date.now() - started) / 1000).toFixed(1);
+  // What the containers said, for a failure's cause: the service's log lines and HAProxy's.
+  if (failures.length > 0)
+    for (const container of logsOf) {
+      console.log(`--- podman logs --tail 40 ${container}`);
+      spawnSync('podman', ['logs', '--tail', '40', container], { stdio: 'inherit' });
+    }
   check(code === 0, `podman ${stop.join(' ')} succeeded (${tookS} s)`);
   check(
     failures.length === 0,
@@ -291,7 +307,12 @@ async function stack(): Promise<void> {
     console.log(`compose stack up in ${((Date.now() - started) / 1000).toFixed(0)} s`);
     const adminKey = await makeAdmin(app(1), url);
     contract({ url, adminKey }, 'the compose stack, through HAProxy');
-    await stopUnderLoad(url, adminKey, ['stop', '-t', String(stopTimeoutS), app(1)], 'until-stopped');
+    await stopUnderLoad(url, adminKey, ['stop', '-t', String(stopTimeoutS), app(1)], 'until-stopped', [
+      app(1),
+      app(2),
+      `${run}_proxy_1`,
+      `${run}_db_1`,
+    ]);
     check(exitCode(app(1)) === 0, 'the stopped instance exited 0');
   } finally {
     try {
