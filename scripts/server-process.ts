@@ -28,10 +28,6 @@ function waitForExit(child: ChildProcess, ms: number): Promise<number | null | '
 }
 
 /**
- * Starts the service on an ephemeral port (PORT=0) and resolves once its start-up log
- * line names the address it listens on. `cwd` is the project to run (a test's copy, built).
- */
-/**
  * The flags the service's node runs with, as package.json's `start` and the Containerfile's
  * ENTRYPOINT pass them: a young generation of 2 MiB semi-spaces, and an old generation of at
  * most 1 GiB, which keeps V8 from letting it grow to four times what survives a collection
@@ -39,6 +35,10 @@ function waitForExit(child: ChildProcess, ms: number): Promise<number | null | '
  */
 export const serviceNodeFlags = ['--max-semi-space-size=2', '--max-old-space-size=1024'];
 
+/**
+ * Starts the service on an ephemeral port (PORT=0) and resolves once its start-up log
+ * line names the address it listens on. `cwd` is the project to run (a test's copy, built).
+ */
 export function startServer(env: Record<string, string>, timeoutMs = 30_000, cwd = repoRoot): Promise<ServerProcess> {
   // Exactly what `npm start` runs: one node process, so SIGTERM reaches the service itself.
   const child = spawn(process.execPath, [...serviceNodeFlags, 'dist/server/main.js'], {
