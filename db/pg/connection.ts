@@ -4,6 +4,8 @@
 // StorageUnavailable ('unavailable', 503 with Retry-After); and once a probe of our own
 // finds the server unreachable, every call is refused at once until a probe reaches it
 // again, rather than each request waiting for a connection of its own to fail.
+import { lookup as resolve, type LookupAddress, type LookupOptions } from 'node:dns';
+import { Socket, type LookupFunction } from 'node:net';
 import { Client, Pool, type ClientConfig } from 'pg';
 import { StorageUnavailable } from '../../domain/errors';
 import { defaultDatabaseTimeoutMs } from '../../domain/storage';
@@ -70,6 +72,86 @@ export const asUnavailable = (error: unknown): unknown => {
   return error;
 };
 
+/** How long a new connection waits for its host's address before it takes the last one found. */
+const lookupWithinMs = 500;
+
+type Resolve = (
+  hostname: string,
+  options: LookupOptions & { all: true },
+  callback: (error: Error | null, addresses: LookupAddress[]) => void,
+) => void;
+
+/**
+ * A `lookup` for new connections that remembers each host's last addresses and uses them
+ * when a fresh lookup fails or takes longer than `withinMs`; the fresh answer, when it
+ * comes, is remembered for the next. A host's lookups are not stacked: one at a time is
+ * asked of the resolver. Why: the database's address does not change while its name
+ * server is away, and a name server away for seconds (one restarting, or podman 4.3's
+ * aardvark-dns reloading as a container stops: docs/deployment.md, "Containers") would
+ * otherwise fail every new connection, and the availability probe with them, while the
+ * connections already open still work. A host never found is still an error.
+ */
+export function rememberingLookup(withinMs = lookupWithinMs, resolveAll: Resolve = resolve): LookupFunction {
+  const remembered = new Map<string, LookupAddress[]>();
+  const asked = new Map<string, Promise<LookupAddress[]>>();
+  const fresh = (hostname: string, options: LookupOptions, key: string): Promise<LookupAddress[]> => {
+    let answer = asked.get(key);
+    if (!answer) {
+      answer = new Promise<LookupAddress[]>((done, fail) =>
+        resolveAll(hostname, { family: options.family, hints: options.hints, all: true }, (error, addresses) => {
+          asked.delete(key);
+          if (error) return fail(error);
+          remembered.set(key, addresses);
+          done(addresses);
+        }),
+      );
+      asked.set(key, answer);
+    }
+    return answer;
+  };
+  return (hostname, options, callback) => {
+    const key = `${hostname} ${options.family ?? 0}`;
+    const give = (error: NodeJS.ErrnoException | null, addresses: LookupAddress[]) => {
+      const [first] = addresses;
+      if (options.all) (callback as unknown as (e: NodeJS.ErrnoException | null, a: LookupAddress[]) => void)(error, addresses);
+      else callback(error, first?.address ?? '', first?.family);
+    };
+    const last = remembered.get(key);
+    const answer = fresh(hostname, options, key);
+    if (!last) {
+      answer.then(
+        (addresses) => give(null, addresses),
+        (error: NodeJS.ErrnoException) => give(error, []),
+      );
+      return;
+    }
+    let given = false;
+    const once = (addresses: LookupAddress[]) => {
+      if (given) return;
+      given = true;
+      clearTimeout(timer);
+      give(null, addresses);
+    };
+    const timer = setTimeout(() => once(last), withinMs);
+    answer.then(once, () => once(last));
+  };
+}
+
+const lookup = rememberingLookup();
+
+/**
+ * A new connection's socket, as node-postgres's own (a plain TCP socket, which it wraps in
+ * TLS itself where asked) but for its host's address, found by `lookup` above; a Unix
+ * socket's path is connected as it is.
+ */
+export function connectionSocket(): Socket {
+  const socket = new Socket();
+  const connect = socket.connect.bind(socket) as (...args: unknown[]) => Socket;
+  socket.connect = ((port: number | string, host?: string) =>
+    host === undefined ? connect(port) : connect({ port: Number(port), host, lookup })) as Socket['connect'];
+  return socket;
+}
+
 /**
  * The bounds every connection gets: one had (or a free slot in the pool) within
  * `timeoutMs`; a statement, lock waits included, ended by the server past `timeoutMs`
@@ -77,6 +159,7 @@ export const asUnavailable = (error: unknown): unknown => {
  * and by the client a moment later if the server answers nothing.
  */
 const bounds = (timeoutMs: number): ClientConfig => ({
+  stream: connectionSocket,
   connectionTimeoutMillis: timeoutMs,
   statement_timeout: timeoutMs,
   query_timeout: timeoutMs + clientSlackMs,

@@ -10,7 +10,7 @@ import type { AnyPgColumn } from 'drizzle-orm/pg-core';
 import { Client, type Pool, type PoolClient } from 'pg';
 import type { Queries, Storage } from '../../domain/storage';
 import type { PetStatus, Role } from '../../domain/types';
-import { asUnavailable, createAvailability, isConnectionError, openPool } from './connection';
+import { asUnavailable, connectionSocket, createAvailability, isConnectionError, openPool } from './connection';
 import { toAccount, toApiKey, toCategory, toMessage, toOrder, toPet } from '../rows';
 import * as schema from './schema';
 import { accounts, apiKeys, categories, deprecatedCalls, idempotencyKeys, inventory, messages, orders, pets, rateLimits } from './schema';
@@ -566,7 +566,7 @@ async function migrateLocked(db: PgDb, folder: string): Promise<{ brandNew: bool
   // A connection of its own, without the pool's statement bounds: a migration may take
   // longer, and so may waiting for another instance's (the advisory lock).
   const { connectionString, connectionTimeoutMillis } = db.$client.options;
-  const client = new Client({ connectionString, connectionTimeoutMillis });
+  const client = new Client({ connectionString, connectionTimeoutMillis, stream: connectionSocket });
   client.on('error', () => {});
   await client.connect();
   try {

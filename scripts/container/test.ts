@@ -320,6 +320,8 @@ async function stack(): Promise<void> {
     } catch (error) {
       console.error(`podman-compose down failed: ${String(error)}`);
     }
+    // podman-compose 1.0 leaves the project's network behind.
+    spawnSync('podman', ['network', 'rm', '-f', `${run}_default`], { stdio: 'ignore' });
   }
 }
 
