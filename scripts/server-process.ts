@@ -33,7 +33,7 @@ function waitForExit(child: ChildProcess, ms: number): Promise<number | null | '
  * most 1 GiB, which keeps V8 from letting it grow to four times what survives a collection
  * (docs/performance.md, "Memory").
  */
-export const serviceNodeFlags = ['--max-semi-space-size=2', '--max-old-space-size=1024'];
+export const serviceNodeFlags = ['--max-semi-space-size=8', '--max-old-space-size=1024'];
 
 /**
  * Starts the service on an ephemeral port (PORT=0) and resolves once its start-up log
