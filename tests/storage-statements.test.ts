@@ -4,6 +4,7 @@
 // (db/pg/storage.ts); and the pool holds DATABASE_POOL_SIZE connections.
 import { randomBytes } from 'node:crypto';
 import type { EventEmitter } from 'node:events';
+import { Socket } from 'node:net';
 import { Query } from 'pg';
 import { prepareStorage } from '../db/open';
 import { createStore } from '../domain/store';
@@ -56,7 +57,7 @@ describe('placing an order through the storage port', () => {
       // starts a new one; one written before that shares the trip (the connections are
       // pipelined, db/pg/connection.ts: without it, a query waits in the client's queue
       // and is written only after the answer before it).
-      const sentQueries: Array<{ name: string; trip: number }> = [];
+      const sentQueries: Array<{ name: string; trip: number; connection: EventEmitter }> = [];
       const unanswered = new WeakMap<EventEmitter, number>();
       let trips = 0;
       type Sendable = { name?: string; text: string; submit(connection: EventEmitter): unknown };
@@ -71,7 +72,7 @@ describe('placing an order through the storage port', () => {
         const waiting = unanswered.get(connection)!;
         if (waiting === 0) trips++;
         unanswered.set(connection, waiting + 1);
-        sentQueries.push({ name: this.name ?? (this.text.length < 20 ? this.text : 'unnamed'), trip: trips });
+        sentQueries.push({ name: this.name ?? (this.text.length < 20 ? this.text : 'unnamed'), trip: trips, connection });
         return original.call(this, connection);
       });
       afterAll(() => spy.mockRestore());
@@ -140,12 +141,43 @@ describe('placing an order through the storage port', () => {
         expect(roundTrips(from)).toEqual([['find_key_owner'], ['find_pet']]);
       });
 
+      it('sends the point reads asked for at once on one connection, in one write and one round trip', async () => {
+        const petId = await stockedPet(1);
+        const pgPort = Number(new URL(adminUrl).port);
+        // The writes to the server's sockets (a stream calls _writev for what a cork held).
+        let writes = 0;
+        type Write = (this: Socket, ...args: unknown[]) => unknown;
+        const counted = (method: '_write' | '_writev') => {
+          const original = Object.getOwnPropertyDescriptor(Socket.prototype, method)!.value as Write;
+          return jest.spyOn(Socket.prototype, method).mockImplementation(function (this: Socket, ...args: unknown[]) {
+            if (this.remotePort === pgPort) writes++;
+            return original.apply(this, args);
+          } as Write as never);
+        };
+        const spies = [counted('_write'), counted('_writev')];
+        const from = sentQueries.length;
+        try {
+          const [owner, ...found] = await Promise.all([
+            storage.findKeyOwner('no such hash'),
+            ...Array.from({ length: 7 }, () => storage.findPet(petId)),
+          ]);
+          expect(owner).toBeNull();
+          expect(found.map((pet) => pet?.id)).toEqual(Array(7).fill(petId));
+        } finally {
+          for (const spy of spies) spy.mockRestore();
+        }
+        expect(roundTrips(from)).toEqual([['find_key_owner', ...Array(7).fill('find_pet')]]);
+        expect(new Set(sentQueries.slice(from).map((q) => q.connection)).size).toBe(1);
+        expect(writes).toBe(1);
+      });
+
       it('opens at most DATABASE_POOL_SIZE connections, however many calls wait', async () => {
         const name = `petstore_pool_${randomBytes(6).toString('hex')}`;
         const config = loadConfig({ DATABASE_URL: await createPgDatabase(adminUrl, name), DATABASE_POOL_SIZE: '2' });
         const pooled = (await prepareStorage({ ...config, seedDemoData: false })).storage;
         try {
-          await Promise.all(Array.from({ length: 12 }, async () => pooled.findPet(1)));
+          // Point reads share connections, the others take one each: both stay within the bound.
+          await Promise.all(Array.from({ length: 12 }, async (_, i) => (i % 2 ? pooled.findPet(1) : pooled.findInventory(1))));
           const [row] = await query('select count(*)::int as n from pg_stat_activity where datname = ?', name);
           expect(row?.n).toBe(2);
         } finally {

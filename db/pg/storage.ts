@@ -7,10 +7,11 @@ import { and, asc, count, desc, eq, gt, gte, inArray, isNull, lte, or, sql, type
 import { drizzle, type NodePgDatabase } from 'drizzle-orm/node-postgres';
 import { migrate } from 'drizzle-orm/node-postgres/migrator';
 import type { AnyPgColumn } from 'drizzle-orm/pg-core';
-import { Client, type Pool, type PoolClient } from 'pg';
+import { Client, type Pool, type PoolClient, type QueryArrayConfig } from 'pg';
 import type { Queries, Storage } from '../../domain/storage';
 import type { PetStatus, Role } from '../../domain/types';
 import { asUnavailable, connectionSocket, createAvailability, isConnectionError, openPool } from './connection';
+import { createPointReads, type PointRead } from './point-reads';
 import { toAccount, toApiKey, toCategory, toMessage, toOrder, toPet } from '../rows';
 import * as schema from './schema';
 import { accounts, apiKeys, categories, deprecatedCalls, idempotencyKeys, inventory, messages, orders, pets, rateLimits } from './schema';
@@ -105,8 +106,9 @@ interface PlacedRow {
 /**
  * The two statements of an authenticated `GET /pets/{id}` (the key with its owner's role,
  * the pet), run by node-postgres directly: rows as arrays, read by position, without
- * drizzle's work per call (placeholders filled, each row mapped field by field).
- * node-postgres reads a bigint as a string.
+ * drizzle's work per call (placeholders filled, each row mapped field by field). Outside
+ * a transaction they are point reads (db/pg/point-reads.ts), sharing a connection and a
+ * write with the other requests' reads. node-postgres reads a bigint as a string.
  */
 const findKeyOwnerSql =
   'select k.id, k.account_id, a.role, k.expires_at, k.revoked_at, k.last_used_at, k.key_hash from api_keys k join accounts a on a.id = k.account_id where k.key_hash = $1::text';
@@ -115,13 +117,15 @@ const findPetSql = 'select id, name, category_id, status from pets where id = $1
 type PetRow = [string, string, string, PetStatus];
 
 /**
- * The queries, over `db` (the pool, or one pooled connection for a transaction). The ones
- * every request or rule makes are named prepared statements, built here once per `db`:
- * each connection parses and plans them once, then only binds and runs them. A list's
- * page is one statement per combination of its filters (keysetPage), so that a list
- * request neither builds its SQL in drizzle nor has it parsed again.
+ * The queries, over `db` (the pool, or one pooled connection for a transaction), with
+ * `read` running the point reads (on the pool: createPointReads; in a transaction: on
+ * its connection). The ones every request or rule makes are named prepared statements,
+ * built here once per `db`: each connection parses and plans them once, then only binds
+ * and runs them. A list's page is one statement per combination of its filters
+ * (keysetPage), so that a list request neither builds its SQL in drizzle nor has it
+ * parsed again.
  */
-function createQueries(db: Executor): Queries {
+function createQueries(db: Executor, read: PointRead): Queries {
   const first = <T>(rows: T[]): T | null => rows[0] ?? null;
   const orderById = (visible: SQL[]) =>
     db
@@ -338,9 +342,7 @@ function createQueries(db: Executor): Queries {
 
     insertApiKey: async (input) => toApiKey((await db.insert(apiKeys).values(input).returning())[0]!),
     async findKeyOwner(hash) {
-      const row = first(
-        (await db.$client.query<KeyOwnerRow>({ name: 'find_key_owner', text: findKeyOwnerSql, values: [hash], rowMode: 'array' })).rows,
-      );
+      const row = first(await read<KeyOwnerRow>({ name: 'find_key_owner', text: findKeyOwnerSql, values: [hash], rowMode: 'array' }));
       if (!row) return null;
       const [keyId, accountId, role, expiresAt, revokedAt, lastUsedAt, keyHash] = row;
       return { keyId: Number(keyId), accountId: Number(accountId), role, expiresAt, revokedAt, lastUsedAt, keyHash };
@@ -401,7 +403,7 @@ function createQueries(db: Executor): Queries {
       return (await petsPages[shape]!.execute(values)).map(toPet);
     },
     async findPet(id) {
-      const row = first((await db.$client.query<PetRow>({ name: 'find_pet', text: findPetSql, values: [id], rowMode: 'array' })).rows);
+      const row = first(await read<PetRow>({ name: 'find_pet', text: findPetSql, values: [id], rowMode: 'array' }));
       return row ? { id: Number(row[0]), name: row[1], categoryId: Number(row[2]), status: row[3] } : null;
     },
     async insertPet(input) {
@@ -531,7 +533,7 @@ interface Session {
  * and answered with the COMMIT, which fails if it did (the transaction commits all or nothing).
  */
 function createSession(db: Executor): Session {
-  const queries = createQueries(db);
+  const queries = createQueries(db, async <R extends unknown[]>(config: QueryArrayConfig) => (await db.$client.query<R>(config)).rows);
   const session: Session = {
     writes: [],
     queries: {
@@ -654,7 +656,7 @@ export function createPgStorage(db: PgDb, { onAvailability = () => {} }: PgStora
 }
 
 function createUnguardedStorage(db: PgDb, transaction: Storage['transaction']): Storage {
-  const queries = createQueries(db);
+  const queries = createQueries(db, createPointReads(db.$client));
   return {
     ...queries,
     engine: 'postgres',

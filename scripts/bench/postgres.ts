@@ -3,7 +3,8 @@
 // PostgreSQL (when BENCH_PG_URL names a server: scripts/bench.ts starts a throwaway one
 // with scripts/with-postgres.sh), each a real process as `npm start` runs it, loaded with
 // GET /pets/{id} and POST /store/orders (without and with an Idempotency-Key) by a
-// customer's key. Standalone:
+// customer's key, from wrk (scripts/bench/wrk.ts: a process of its own, not this one's
+// event loop). Standalone:
 //
 //   npm run build && bash scripts/with-postgres.sh bash -c 'BENCH_PG_URL=$PG_URL npx tsx scripts/bench/postgres.ts'
 //
@@ -20,9 +21,9 @@ import { mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
-import autocannon from 'autocannon';
 import { Client } from 'pg';
 import { clockTicks, freePort, stat } from './common';
+import { ensureWrk, wrk } from './wrk';
 
 const root = join(__dirname, '..', '..');
 const adminUrl = process.env.BENCH_PG_URL;
@@ -148,37 +149,24 @@ interface Load {
   keyed?: boolean;
 }
 
-let keys = 0;
-
-function fire(port: number, load: Load, auth: string, conns: number, duration: number): Promise<number> {
-  return new Promise((resolve, reject) => {
-    autocannon(
+/** `load` on one instance for `duration` seconds from wrk's `conns` connections; every answer must be 2xx. */
+async function fire(port: number, load: Load, auth: string, conns: number, duration: number): Promise<number> {
+  const result = await wrk(
+    port,
+    [
       {
-        url: `http://127.0.0.1:${port}${load.path}`,
-        connections: conns,
-        duration,
         method: load.method,
+        path: load.path,
         headers: { Authorization: auth, ...(load.body && { 'Content-Type': 'application/json' }) },
         ...(load.body && { body: load.body }),
-        ...(load.keyed && {
-          requests: [
-            {
-              setupRequest: (request: autocannon.Request) => ({
-                ...request,
-                headers: { ...request.headers, 'Idempotency-Key': `bench-${process.pid}-${++keys}` },
-              }),
-            },
-          ],
-        }),
+        ...(load.keyed && { uniqueHeader: 'Idempotency-Key' }),
       },
-      (err: unknown, result: autocannon.Result) => {
-        if (err) return reject(err instanceof Error ? err : new Error('autocannon failed', { cause: err }));
-        const bad = result.non2xx + result.errors;
-        if (bad > 0) return reject(new Error(`${load.name} on port ${port}: ${bad} non-2xx answers or errors`));
-        resolve(result.requests.total);
-      },
-    );
-  });
+    ],
+    { connections: conns, seconds: duration },
+  );
+  const bad = result.non2xx + result.errors;
+  if (bad > 0) throw new Error(`${load.name} on port ${port}: ${bad} non-2xx answers or errors`);
+  return result.requests;
 }
 
 interface Shape {
@@ -232,6 +220,7 @@ async function createPgDatabase(name: string): Promise<string> {
 }
 
 async function main(): Promise<void> {
+  ensureWrk();
   // scripts/bench.ts pins itself to one core for the previous part; the servers started
   // here (and PostgreSQL) would inherit it.
   if (process.platform === 'linux' && spawnSync('taskset', ['-V']).status === 0) {

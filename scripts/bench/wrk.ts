@@ -13,7 +13,12 @@ export interface Load {
   path: string;
   headers?: Record<string, string>;
   body?: string;
+  /** A header sent with a value of its own on every request (an Idempotency-Key never replayed). */
+  uniqueHeader?: string;
 }
+
+/** Each wrk run's unique header values start with their own prefix. */
+let runs = 0;
 
 export interface WrkResult {
   requests: number;
@@ -49,18 +54,27 @@ export function ensureWrk(): void {
 
 // The requests are formatted in init(): wrk knows the Host header only once the script has loaded.
 const lua = (loads: Load[]) => {
+  const prefix = `bench-${process.pid}-${++runs}-`;
   const requests = loads.map((l) => {
     const headers = Object.entries(l.headers ?? {}).map(([k, v]) => `[${JSON.stringify(k)}] = ${JSON.stringify(v)}`);
     const body = l.body === undefined ? 'nil' : JSON.stringify(l.body);
-    return `wrk.format(${JSON.stringify(l.method ?? 'GET')}, ${JSON.stringify(l.path)}, {${headers.join(', ')}}, ${body})`;
+    const format = (more: string) =>
+      `wrk.format(${JSON.stringify(l.method ?? 'GET')}, ${JSON.stringify(l.path)}, {${[...headers, ...(more ? [more] : [])].join(', ')}}, ${body})`;
+    // A request formatted afresh each time (a function), or once.
+    return l.uniqueHeader === undefined
+      ? format('')
+      : `function() n = n + 1; return ${format(`[${JSON.stringify(l.uniqueHeader)}] = ${JSON.stringify(prefix)} .. n`)} end`;
   });
   return [
     'local requests = {}',
     'local i = 0',
+    'n = 0',
     `init = function() requests = {${requests.join(', ')}} end`,
     'request = function()',
     '  i = i % #requests + 1',
-    '  return requests[i]',
+    '  local r = requests[i]',
+    '  if type(r) == "function" then return r() end',
+    '  return r',
     'end',
     // wrk's latencies are in microseconds.
     'done = function(summary, latency, requests)',
