@@ -29,7 +29,7 @@ function waitForExit(child: ChildProcess, ms: number): Promise<number | null | '
 
 /**
  * The flags the service's node runs with, as package.json's `start` and the Containerfile's
- * ENTRYPOINT pass them: a young generation of 2 MiB semi-spaces, and an old generation of at
+ * ENTRYPOINT pass them: a young generation of 8 MiB semi-spaces, and an old generation of at
  * most 1 GiB, which keeps V8 from letting it grow to four times what survives a collection
  * (docs/performance.md, "Memory").
  */
