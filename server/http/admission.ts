@@ -10,9 +10,9 @@
 // client's queue, and the queues run round-robin, one request a client at a time (within a
 // client, its credentials in turn), a slice a turn, each turn ending with a yield
 // (setImmediate) so that accepts and other sockets' reads get theirs. A connection with a
-// request queued is not read further, and once the turn's slice
-// is spent neither is any connection of a client with requests queued (backpressure: their
-// reads are not parsed until the client's queue is empty). While connections arrive, a
+// request queued is not read further, and once the turn's slice is spent neither is any
+// connection of a client with requests queued (backpressure: their reads are not parsed
+// until the client's queue is empty). While connections arrive, a
 // turn's slice is a tenth of a millisecond: they are accepted one a turn. One client's
 // queue is bounded: past FAIR_SHARE_QUEUE a request is answered 429 at once, before Express.
 // docs/operations.md ("Connections", Fair share) says what a client sees.
