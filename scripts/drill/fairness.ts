@@ -10,7 +10,8 @@
 // Then the same floods through HAProxy (TRUST_PROXY=loopback: the 25 addresses reach the
 // service only as X-Forwarded-For). Last, work-conserving: the greedy client alone gets at
 // least 80% of the answers a second with the fair share on that it gets with it off
-// (FAIR_SHARE=false), rounds interleaved. Bounded: each flood stops by itself.
+// (FAIR_SHARE=false), at steady state, rounds interleaved, judged like a flood (not while other work
+// takes over a quarter of the machine). Bounded: each flood stops by itself.
 //
 // DRILL_ONLY=direct,proxy,alone runs some parts only; DRILL_MEASURE_MS sets each flood's length,
 // DRILL_FLOODS=1,3 some floods only.
@@ -24,7 +25,9 @@ import { eventually, startServer, type ServerProcess } from '../server-process';
 import {
   attack,
   defaultConfiguration,
+  maxOthersShare,
   measureMs,
+  otherWorkMeter,
   ready,
   otherClient,
   percentile,
@@ -41,7 +44,9 @@ const workConservingLine = 0.8;
 const attempts = num('DRILL_ATTEMPTS', 3);
 const only = process.env.DRILL_ONLY?.split(',');
 const floodMs = measureMs(12_000);
-const aloneMs = measureMs(12_000) / 2;
+const aloneMs = measureMs(12_000) / 4;
+const aloneWarmMs = measureMs(12_000) / 2;
+const aloneRounds = 3;
 
 const greedyAddresses = Array.from({ length: 25 }, (_, i) => `127.52.0.${i + 1}`);
 const greedy = (path: string): Scenario => ({
@@ -144,8 +149,8 @@ async function flood(dir: string, flood: (typeof floods)[number], proxied: boole
   return verdict === true;
 }
 
-/** The greedy client's answers a second, alone against `server`, and the service's CPU time per answer (µs). */
-async function greedyAlone(server: ServerProcess, ms = aloneMs): Promise<{ rate: number; cpuUs: number }> {
+/** The greedy client alone against `server`: its answers a second, the service's CPU time per answer (µs), the attacker's own CPU. */
+async function greedyAlone(server: ServerProcess, ms: number): Promise<{ rate: number; cpuUs: number; attackerCpuMs: number }> {
   const scenario = { ...greedy('/healthz'), attackMs: ms };
   const pid = server.child.pid as number;
   const before = ticks(pid);
@@ -153,32 +158,64 @@ async function greedyAlone(server: ServerProcess, ms = aloneMs): Promise<{ rate:
   await attacker.started;
   const seen = await attacker.finished;
   const answers = Object.values(seen.answers as Record<string, number>).reduce((a, b) => a + b, 0);
-  return { rate: answers / (ms / 1000), cpuUs: (((ticks(pid) - before) / clockTicks) * 1e6) / Math.max(1, answers) };
+  return {
+    rate: answers / (ms / 1000),
+    cpuUs: (((ticks(pid) - before) / clockTicks) * 1e6) / Math.max(1, answers),
+    attackerCpuMs: Number(seen.cpuMs),
+  };
 }
 
-/** Work-conserving: the greedy client alone, fair share on and off, rounds interleaved. */
+/** One attempt at the work-conserving line: rounds on and off, interleaved; undefined when other work kept it from being judged. */
+async function aloneAttempt(on: ServerProcess, off: ServerProcess): Promise<boolean | undefined> {
+  const otherWork = otherWorkMeter([on.child.pid as number, off.child.pid as number]);
+  const rounds = { on: [] as Array<{ rate: number; cpuUs: number }>, off: [] as Array<{ rate: number; cpuUs: number }> };
+  let attackerCpuMs = 0;
+  for (let round = 0; round < aloneRounds; round++) {
+    for (const [server, into] of [
+      [on, rounds.on],
+      [off, rounds.off],
+    ] as const) {
+      const seen = await greedyAlone(server, aloneMs);
+      into.push(seen);
+      attackerCpuMs += seen.attackerCpuMs;
+    }
+  }
+  const othersShare = otherWork(attackerCpuMs);
+  const judged = othersShare <= maxOthersShare;
+  const share = median(rounds.on.map((r) => r.rate)) / median(rounds.off.map((r) => r.rate));
+  const ok = share >= workConservingLine;
+  const say = (some: Array<{ rate: number; cpuUs: number }>) =>
+    some.map((r) => `${r.rate.toFixed(0)}/s (${r.cpuUs.toFixed(0)} µs CPU each)`).join(', ');
+  console.log(
+    `  ${!judged ? '-   ' : ok ? 'ok  ' : 'FAIL'} on ${say(rounds.on)}, off ${say(rounds.off)}: ` +
+      `${(share * 100).toFixed(0)}% (line ${workConservingLine * 100}%); other work on the machine took ` +
+      `${(othersShare * 100).toFixed(0)}% of its CPUs (judged up to ${maxOthersShare * 100}%)`,
+  );
+  if (!judged) console.log('  not judged: the machine was busy with other work; again in 10 s');
+  return judged ? ok : undefined;
+}
+
+/**
+ * Work-conserving: the greedy client alone, fair share on and off, rounds interleaved, each
+ * service flooded first until past a fresh process's first seconds, which cost about twice
+ * its steady state (docs/performance.md, "Warm before ready"): the line is about the steady state.
+ */
 async function alone(dir: string): Promise<boolean> {
   const on = await startServer(defaultConfiguration({ DATABASE_PATH: join(dir, 'alone-on.db') }), 60_000);
   const off = await startServer(defaultConfiguration({ DATABASE_PATH: join(dir, 'alone-off.db'), FAIR_SHARE: 'false' }), 60_000);
   await Promise.all([ready(on.url), ready(off.url)]);
   try {
-    // Each once first, so that neither is measured while V8 still compiles its path.
-    await greedyAlone(on, 2_000);
-    await greedyAlone(off, 2_000);
-    const rounds = { on: [] as Array<{ rate: number; cpuUs: number }>, off: [] as Array<{ rate: number; cpuUs: number }> };
-    for (let round = 0; round < 2; round++) {
-      rounds.on.push(await greedyAlone(on));
-      rounds.off.push(await greedyAlone(off));
+    await greedyAlone(on, aloneWarmMs);
+    await greedyAlone(off, aloneWarmMs);
+    console.log(`The greedy client alone (GET /healthz), fair share on and off, ${aloneRounds} rounds each, interleaved:`);
+    let verdict: boolean | undefined;
+    for (let attempt = 1; verdict === undefined && attempt <= attempts; attempt++) {
+      if (attempt > 1) await new Promise((r) => setTimeout(r, 10_000));
+      verdict = await aloneAttempt(on, off);
     }
-    const share = median(rounds.on.map((r) => r.rate)) / median(rounds.off.map((r) => r.rate));
-    const ok = share >= workConservingLine;
-    const say = (some: Array<{ rate: number; cpuUs: number }>) =>
-      some.map((r) => `${r.rate.toFixed(0)}/s (${r.cpuUs.toFixed(0)} µs CPU each)`).join(', ');
-    console.log('The greedy client alone (GET /healthz), fair share on and off, two rounds each, interleaved:');
-    console.log(
-      `  ${ok ? 'ok  ' : 'FAIL'} on ${say(rounds.on)}, off ${say(rounds.off)}: ${(share * 100).toFixed(0)}% (line ${workConservingLine * 100}%)\n`,
-    );
-    return ok;
+    if (verdict === undefined) console.log(`  FAIL no attempt of ${attempts} could be judged: the machine kept the service from a CPU`);
+    console.log('');
+    return verdict === true;
   } finally {
     await on.stop();
     await off.stop();

@@ -41,7 +41,7 @@ const attempts = 3;
  * Work other than the drill's may take this share of the machine's CPUs during an attack
  * and the attempt still be judged; past it, what the lines would judge is that work.
  */
-const maxOthersShare = 0.25;
+export const maxOthersShare = 0.25;
 /** DRILL_ONLY=1,3: some scenarios only, when working on one. */
 const only = process.env.DRILL_ONLY?.split(',');
 
@@ -152,6 +152,24 @@ export const ticks = (pid: number | 'self') => {
   return Number(fields[11]) + Number(fields[12]);
 };
 
+/**
+ * Starts measuring the share of the machine's CPUs that work other than the drill's takes:
+ * the returned function gives it since then. The drill's own processes are this one and
+ * `pids` (the service, a proxy in front), and the attacker, which reports its own CPU time.
+ */
+export function otherWorkMeter(pids: number[]): (attackerCpuMs: number) => number {
+  const ours = () => ticks('self') + pids.reduce((sum, pid) => sum + ticks(pid), 0);
+  const oursBefore = ours();
+  const machineBefore = machineTicks();
+  const started = performance.now();
+  return (attackerCpuMs) => {
+    const wallTicks = ((performance.now() - started) / 1000) * clockTicks * cpus().length;
+    const attackerTicks = (attackerCpuMs / 1000) * clockTicks;
+    // Never below 0: what the attacker reports of itself and /proc/stat are read at different moments.
+    return Math.max(0, (machineTicks() - machineBefore - (ours() - oursBefore) - attackerTicks) / wallTicks);
+  };
+}
+
 export function runAttacker(port: number, scenario: Scenario) {
   const child = spawn(
     join(repoRoot, 'node_modules/.bin/tsx'),
@@ -198,11 +216,7 @@ export async function attack(
 ): Promise<boolean | undefined> {
   const pid = server.child.pid as number;
   const cpuBefore = ticks(pid);
-  // The drill's own processes: this one, the service, its helpers, and the attacker (which reports its own).
-  const ours = () => ticks('self') + ticks(pid) + helpers.reduce((sum, helper) => sum + ticks(helper), 0);
-  const oursBefore = ours();
-  const machineBefore = machineTicks();
-  const started = performance.now();
+  const otherWork = otherWorkMeter([pid, ...helpers]);
   const attacker = runAttacker(Number(base.port), scenario);
   await attacker.started;
   let rssPeak = 0;
@@ -213,9 +227,7 @@ export async function attack(
   const recovery = scenario.recoveryMs === undefined ? undefined : await timedRequest(base, client, client.paths[0] as string, key, false);
   clearInterval(sampler);
   const cpu = (ticks(pid) - cpuBefore) / clockTicks;
-  const wallTicks = ((performance.now() - started) / 1000) * clockTicks * cpus().length;
-  const attackerTicks = (Number(seen.cpuMs) / 1000) * clockTicks;
-  const othersShare = (machineTicks() - machineBefore - (ours() - oursBefore) - attackerTicks) / wallTicks;
+  const othersShare = otherWork(Number(seen.cpuMs));
 
   const answered = samples.filter((s) => s.ok).length / samples.length;
   const p99 = percentile(samples, 99);
