@@ -23,8 +23,16 @@ const redactedPaths = [
   '*.passwordHash',
 ];
 
+/**
+ * Standard error, written once 4 KiB of lines have gathered or 100 ms have passed rather
+ * than a write a line, which a request paid for when a turn of the event loop answered
+ * only one (docs/operations.md, "Running notes"). pino writes what is left when the
+ * process exits, and `stop` in server/main.ts flushes it before that.
+ */
+const stderrLines = () => pino.destination({ dest: 2, minLength: 4096, periodicFlush: 100 });
+
 /** The service's logger; tests pass a destination to read what was written. */
-export function createLogger(level: pino.LevelWithSilent, destination: DestinationStream = pino.destination(2)): pino.Logger {
+export function createLogger(level: pino.LevelWithSilent, destination: DestinationStream = stderrLines()): pino.Logger {
   return pino(
     {
       level,
