@@ -24,12 +24,14 @@ const redactedPaths = [
 ];
 
 /**
- * Standard error, written once 4 KiB of lines have gathered or 100 ms have passed rather
+ * Standard error, written once 2 KiB of lines have gathered or 100 ms have passed rather
  * than a write a line, which a request paid for when a turn of the event loop answered
- * only one (docs/operations.md, "Running notes"). pino writes what is left when the
- * process exits, and `stop` in server/main.ts flushes it before that.
+ * only one (docs/operations.md, "Running notes"). Each write is whole lines and at most
+ * 4 KiB (a longer line goes alone), which a pipe takes whole: the lines of the processes
+ * of `WEB_CONCURRENCY` on one pipe do not interleave. pino writes what is left when the process exits, and
+ * `stop` in server/main.ts flushes it before that.
  */
-const stderrLines = () => pino.destination({ dest: 2, minLength: 4096, periodicFlush: 100 });
+const stderrLines = () => pino.destination({ dest: 2, minLength: 2048, maxWrite: 4096, periodicFlush: 100 });
 
 /** The service's logger; tests pass a destination to read what was written. */
 export function createLogger(level: pino.LevelWithSilent, destination: DestinationStream = stderrLines()): pino.Logger {
