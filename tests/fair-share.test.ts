@@ -201,7 +201,7 @@ describe('a client whose requests wait', () => {
     try {
       // Which turn each batch is read in is up to the kernel and a loaded machine: the
       // scenario is played until a read came while the client's requests waited (at most 20
-      // times: about half the plays see one); with the put-off disabled, none ever does.
+      // times); with the put-off disabled, none ever does.
       for (let attempt = 0; attempt < 20 && http.connections.fairShare.read_deferred === 0; attempt++) {
         const connections = Array.from({ length: 10 }, () => rawConnection(port));
         await Promise.all(connections.map(({ socket }) => new Promise((resolve) => socket.once('connect', resolve))));

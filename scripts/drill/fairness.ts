@@ -197,7 +197,7 @@ async function aloneAttempt(on: ServerProcess, off: ServerProcess): Promise<bool
 
 /**
  * Work-conserving: the greedy client alone, fair share on and off, rounds interleaved, each
- * service flooded first until past a fresh process's first seconds, which cost about twice
+ * service flooded first until past a fresh process's first seconds, which cost more than
  * its steady state (docs/performance.md, "Warm before ready"): the line is about the steady state.
  */
 async function alone(dir: string): Promise<boolean> {
