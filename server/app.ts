@@ -7,7 +7,7 @@
 // log -> sunset -> sign-up or failed-login limit -> express-openapi-validator's match and
 // security (401, 403) -> per-account limit -> body -> integers -> the validator's request
 // and response checks -> handler; then the error mapper.
-import express, { type Express, type RequestHandler } from 'express';
+import express, { type Express, type Request, type RequestHandler, type Response } from 'express';
 import * as OpenApiValidator from 'express-openapi-validator';
 import type { Logger } from 'pino';
 import type { Db } from '../db/client';
@@ -214,6 +214,19 @@ export function createApp({
   const table = { ...defaultHandlers, ...handlers };
   // Not ready while warming up: the balancer sends nothing yet to a cold process.
   if (warmUp) {
+    // The validator builds its request and response checkers (their Ajv instances) at its
+    // first request; given a request it matched to no operation, a step builds them and
+    // passes it by. The warm-up runs each as a step of its own, before its first request.
+    warmUp.setUp = validate.map(
+      (check) => () =>
+        new Promise<void>((resolve, reject) => {
+          void check({} as Request, {} as Response, (err?: unknown) =>
+            err === undefined
+              ? resolve()
+              : reject(err instanceof Error ? err : new Error('The validator could not set up', { cause: err })),
+          );
+        }),
+    );
     const readiness = table.getReadiness;
     table.getReadiness = (input, c) => {
       if (warmUp.pending) throw new ApiError('unavailable', 'The service is warming up; ready in a moment', 503);

@@ -132,7 +132,7 @@ async function main(): Promise<void> {
   if (warming.pending) {
     try {
       const urls = warmUpUrls(operationTable);
-      const done = await warmUp(app, urls, { budgetMs: config.warmUpMs, rounds: warmUpRounds });
+      const done = await warmUp(app, urls, { budgetMs: config.warmUpMs, rounds: warmUpRounds, setUp: warming.setUp });
       // Its garbage goes before ready, not whenever V8 gets to it (server/heap.ts).
       collectGarbage();
       log.info(done, `Warmed up: ${done.requests} GETs in process in ${done.ms} ms`);

@@ -88,6 +88,57 @@ describe('the warm-up before ready', () => {
     expect(seen.slice(0, 6)).toEqual(['before any', '/pets/1', 'after /pets/1', '/pets', 'after /pets', '/categories']);
   });
 
+  it("builds the validator's request and response checkers, each in a step of its own after two turns, before its first request", async () => {
+    // The validator makes its Ajv instances here, at its first request unless set up before.
+    // eslint-disable-next-line @typescript-eslint/no-require-imports -- the validator's own module, spied on
+    const ajv = require('express-openapi-validator/dist/framework/ajv') as Record<
+      'createRequestAjv' | 'createResponseAjv',
+      (...args: unknown[]) => unknown
+    >;
+    const made: string[] = [];
+    const spies = (['createRequestAjv', 'createResponseAjv'] as const).map((name) => {
+      const real = ajv[name];
+      return jest.spyOn(ajv, name).mockImplementation((...args: unknown[]) => {
+        made.push(name);
+        return real(...args);
+      });
+    });
+    try {
+      const warming: WarmUpState = { pending: true };
+      const t = setupApp({ warmUp: warming });
+      const seen: string[] = [];
+      const twoTurns = (what: string) => setImmediate(() => setImmediate(() => seen.push(what)));
+      const steps = (warming.setUp ?? []).map((step, i) => async () => {
+        seen.push(`set-up ${i}`);
+        await step();
+        seen.push(`made ${made.join(', ')}`);
+        twoTurns(`after set-up ${i}`);
+      });
+      const app: RequestHandler = (req, res, next) => {
+        seen.push(req.url);
+        t.app(req, res, next);
+      };
+      twoTurns('before any');
+      await warmUp(app, ['/pets/1'], { budgetMs: 0, rounds: 1, setUp: steps });
+      const made0 = `made ${made.filter((name) => name === 'createRequestAjv').join(', ')}`;
+      expect(made0).toMatch(/^made createRequestAjv/);
+      expect(seen).toEqual([
+        'before any',
+        'set-up 0',
+        made0,
+        'after set-up 0',
+        'set-up 1',
+        `${made0}, createResponseAjv`,
+        'after set-up 1',
+        '/pets/1',
+      ]);
+      // The first request found them made, and made none.
+      expect(`made ${made.join(', ')}`).toBe(`${made0}, createResponseAjv`);
+    } finally {
+      for (const spy of spies) spy.mockRestore();
+    }
+  });
+
   it('runs its first round whatever the budget, then rounds only within it', async () => {
     const t = setupApp();
     const done = await warmUp(t.app, ['/pets'], { budgetMs: 0, rounds: 100 });
