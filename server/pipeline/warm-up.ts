@@ -86,7 +86,8 @@ async function oneByOne<T>(items: readonly string[], run: (item: string) => Prom
 }
 
 /**
- * Runs every URL of `urls` through `app` in rounds, a turn of the event loop between
+ * Runs the `setUp` steps, two turns of the event loop before each, then every URL of
+ * `urls` through `app` in rounds, a turn of the event loop between
  * rounds (a probe or a client is answered meanwhile). The first round always runs: it
  * compiles each operation's validators, which its first client would otherwise wait for
  * (docs/performance.md, "Warm before ready"). The rounds after it, up to `rounds`, run while less than
