@@ -197,22 +197,30 @@ describe('a client whose requests wait', () => {
   }, 30_000);
 
   it("has its other connections' reads put off while its requests wait past the turn's slice, and all answered", async () => {
-    const { http, port } = await serve(burning(20));
+    // The first request takes 20 ms, well past the turn's slice; the others next to nothing, so
+    // that a play is short.
+    const slow = burning(20);
+    const quick = burning(0);
+    const { http, port } = await serve((req, res) => (req.headers['x-request-id'] === 'r0' ? slow : quick)(req, res));
     try {
-      // Which turn each batch is read in is up to the kernel and a loaded machine: the
-      // scenario is played until a read came while the client's requests waited (at most 20
-      // times); with the put-off disabled, none ever does.
+      // A read is put off once the turn's slice has passed since the client's requests began
+      // to wait, so after the reads parsed before it in the same turn: each connection
+      // sends a large batch, whose parsing takes longer than the slice. Which turn each
+      // batch is read in is up to the kernel and a loaded machine, so the scenario is played
+      // until a read came while the client's requests waited (at most 20 times); with the
+      // put-off disabled, none ever does.
+      const perConnection = 100;
       for (let attempt = 0; attempt < 20 && http.connections.fairShare.read_deferred === 0; attempt++) {
         const connections = Array.from({ length: 10 }, () => rawConnection(port));
         await Promise.all(connections.map(({ socket }) => new Promise((resolve) => socket.once('connect', resolve))));
         const [first, ...others] = connections as [ReturnType<typeof rawConnection>, ...ReturnType<typeof rawConnection>[]];
-        // One request spends the turn's slice (20 ms) while the others' batches arrive.
         first.socket.write(get(0));
-        for (const [n, { socket }] of others.entries()) socket.write(Array.from({ length: 10 }, (_, i) => get(100 * n + i)).join(''));
+        for (const [n, { socket }] of others.entries())
+          socket.write(Array.from({ length: perConnection }, (_, i) => get(1 + perConnection * n + i)).join(''));
         await until(() => statuses(first.read()).length === 1);
-        await until(() => others.every(({ read }) => statuses(read()).length === 10));
+        await until(() => others.every(({ read }) => statuses(read()).length === perConnection));
         // Put off or not, every request is answered, in order.
-        expect(others.flatMap(({ read }) => statuses(read()))).toEqual(Array.from({ length: 90 }, () => 200));
+        expect(others.flatMap(({ read }) => statuses(read()))).toEqual(Array.from({ length: others.length * perConnection }, () => 200));
         for (const { socket } of connections) socket.destroy();
       }
       // Read while the client's requests waited and the slice was spent: put off, not parsed.
