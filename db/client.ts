@@ -62,24 +62,33 @@ function makeFolders(dir: string): void {
  * tells a brand-new database (seed it) from an existing one (never touch its data).
  */
 export function hasAppliedMigrations(db: Db): boolean {
+  return appliedMigrations(db) > 0;
+}
+
+/** How many migrations have been applied to this file (0 before the first). */
+function appliedMigrations(db: Db): number {
   const sqlite = db.$client;
   const table = sqlite.prepare("select 1 from sqlite_master where type = 'table' and name = '__drizzle_migrations'").get();
-  if (!table) return false;
+  if (!table) return 0;
   const { n } = sqlite.prepare('select count(*) as n from __drizzle_migrations').get() as { n: number };
-  return n > 0;
+  return n;
 }
 
 /**
  * Applies pending migrations. drizzle-kit rebuilds a SQLite table by copying it and
  * dropping the original; with foreign keys on, that drop would cascade-delete child
  * rows. Its own `PRAGMA foreign_keys=OFF` is a no-op inside the migration transaction,
- * so they are switched off around it here, and checked before they come back on.
+ * so they are switched off around it here, and checked before they come back on, when
+ * a migration ran: the check reads every row, and a start with none pending (every
+ * start but the first after an upgrade) would otherwise take longer the more is stored.
  */
 export function migrateDatabase(db: Db, folder: string = sqliteMigrationsFolder): void {
   const sqlite = db.$client;
+  const before = appliedMigrations(db);
   sqlite.pragma('foreign_keys = OFF');
   try {
     migrate(db, { migrationsFolder: folder });
+    if (appliedMigrations(db) === before) return;
     const violations = sqlite.pragma('foreign_key_check') as unknown[];
     if (violations.length > 0) {
       throw new Error(`Migration left ${violations.length} foreign key violations: ${JSON.stringify(violations.slice(0, 5))}`);

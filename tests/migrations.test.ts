@@ -49,6 +49,41 @@ describe('migrations', () => {
     again.$client.close();
   });
 
+  /** A copy of the committed migrations with `sql` as one more, in `name` under the test's folder. */
+  const withMigration = (name: string, tag: string, sql: string) => {
+    const folder = join(dir, name);
+    cpSync(migrationsFolder, folder, { recursive: true });
+    writeFileSync(join(folder, `${tag}.sql`), sql);
+    const journalPath = join(folder, 'meta', '_journal.json');
+    const journal = JSON.parse(readFileSync(journalPath, 'utf8'));
+    journal.entries.push({ idx: journal.entries.length, version: '6', when: Date.now(), tag, breakpoints: true });
+    writeFileSync(journalPath, JSON.stringify(journal));
+    return folder;
+  };
+
+  it('refuse a migration that leaves a row pointing at nothing', () => {
+    const folder = withMigration(
+      'dangling',
+      '0099_dangling_order',
+      "PRAGMA foreign_keys=OFF;\n--> statement-breakpoint\ninsert into orders (account_id, pet_id, quantity, created_at) values (999, 1, 1, '2026-01-01T00:00:00Z');",
+    );
+    const db = createDatabase(join(dir, 'dangling.db'));
+    expect(() => migrateDatabase(db, folder)).toThrow(/Migration left 1 foreign key violations/);
+    expect(db.$client.pragma('foreign_keys', { simple: true })).toBe(1);
+    db.$client.close();
+  });
+
+  it('check the references only when a migration ran: a start with none pending reads no table through', () => {
+    const db = createDatabase(join(dir, 'none-pending.db'));
+    // A row pointing at nothing that no migration made: the check would find it.
+    db.$client.pragma('foreign_keys = OFF');
+    db.$client.exec("insert into orders (account_id, pet_id, quantity, created_at) values (999, 1, 1, '2026-01-01T00:00:00Z')");
+    db.$client.pragma('foreign_keys = ON');
+    expect(() => migrateDatabase(db)).not.toThrow();
+    expect(db.$client.prepare('select count(*) as n from orders').get()).toEqual({ n: 1 });
+    db.$client.close();
+  });
+
   it('survive a drizzle-kit table rebuild without cascade-deleting child rows', () => {
     // What drizzle-kit writes when it must rebuild a SQLite table: copy, drop, rename.
     // Dropping `pets` with foreign keys on would cascade-delete every inventory row.
