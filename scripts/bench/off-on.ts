@@ -18,8 +18,8 @@ import { canPin, ensureWrk, wrk } from './wrk';
 const root = join(__dirname, '..', '..');
 export const connections = num('BENCH_CONNECTIONS', 32);
 export const durationS = num('BENCH_DURATION', 8);
-// A new process reaches its steady cost some 7 s into load ("Warm before ready"): each
-// service is loaded this long before its rounds, so that they compare steady states.
+// A new process costs more a request for its first seconds of load ("Warm before ready"):
+// each service is loaded this long before its rounds, so that they compare steady states.
 export const warmupS = num('BENCH_OFF_ON_WARMUP', 10);
 // A multiple of three gives each service each place equally often.
 export const rounds = Math.max(1, Math.floor(num('BENCH_LOAD_ROUNDS', 6)));
