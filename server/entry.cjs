@@ -2,14 +2,17 @@
 // V8's compile cache, stack traces through the bundle's source map, then the service, the
 // bundle beside it (docs/layout.md, "One bundle"). Plain CommonJS: node runs it as it is.
 'use strict';
-const { enableCompileCache, SourceMap } = require('node:module');
-const { readFileSync } = require('node:fs');
+const Module = require('node:module');
+const { readFileSync, renameSync, rmSync, writeFileSync } = require('node:fs');
 const { dirname, join, resolve } = require('node:path');
+const vm = require('node:vm');
+const { crc32 } = require('node:zlib');
 
 // The compile cache (in the system's temporary folder, or NODE_COMPILE_CACHE): a start after
-// the first reads the bundle's compiled code instead of compiling it again
-// (docs/performance.md, "Start").
-enableCompileCache();
+// the first reads the compiled code of the modules loaded from node_modules instead of
+// compiling them again (docs/performance.md, "Start"). The bundle has a cache of its own,
+// below.
+Module.enableCompileCache();
 
 // A stack names the TypeScript file and line (server/app.ts:123:5), through the bundle's
 // source map, however the service is started (npm start, a process manager, a cluster
@@ -25,7 +28,7 @@ function mapped(site) {
   if (site.getFileName() !== bundle || !line || !column) return undefined;
   if (map === undefined) {
     try {
-      map = new SourceMap(JSON.parse(readFileSync(`${bundle}.map`, 'utf8')));
+      map = new Module.SourceMap(JSON.parse(readFileSync(`${bundle}.map`, 'utf8')));
     } catch {
       map = null;
     }
@@ -46,4 +49,42 @@ Error.prepareStackTrace = (error, sites) => {
   return header + sites.map((site) => `\n    at ${mapped(site) ?? site}`).join('');
 };
 
-require('./service.js');
+// The bundle, compiled with V8's cache of its code as the last warmed-up start left it.
+// Node's compile cache holds what V8 compiled before running a file: the bundle's top
+// level, not the functions inside it, which V8 compiles when first called (each module's
+// body, the request path). A cache made after running holds those too, so a start reads
+// them instead of compiling them (docs/performance.md, "Start"). The file is named by the
+// bundle's checksum: V8 itself checks only the source's length, its own version and its
+// flags, and a cache it refuses is made again.
+const source = readFileSync(bundle, 'utf8');
+const cacheDir = Module.getCompileCacheDir();
+const cacheFile = cacheDir && join(cacheDir, `service-${crc32(source).toString(16)}.v8cache`);
+let cachedData;
+try {
+  if (cacheFile) cachedData = readFileSync(cacheFile);
+} catch {
+  // None yet: this start writes it.
+}
+const script = new vm.Script(Module.wrap(source), {
+  filename: bundle,
+  cachedData,
+  importModuleDynamically: vm.constants.USE_MAIN_CONTEXT_DEFAULT_LOADER,
+});
+const service = new Module(bundle, module);
+service.filename = bundle;
+script.runInThisContext().call(service.exports, service.exports, Module.createRequire(bundle), service, bundle, __dirname);
+// Once warm, before ready (server/main.ts), when there was no cache or V8 refused it:
+// written aside and renamed, so that a process reading it meanwhile (a cluster's worker)
+// never sees half of it; where it cannot be written the next start compiles, as this one did.
+if (cacheFile && (!cachedData || script.cachedDataRejected)) {
+  service.exports.beforeReady?.(() => {
+    const written = `${cacheFile}.${process.pid}`;
+    try {
+      writeFileSync(written, script.createCachedData());
+      renameSync(written, cacheFile);
+    } catch {
+      // A full temporary folder: no cache, and no part of one.
+      rmSync(written, { force: true });
+    }
+  });
+}

@@ -28,6 +28,16 @@ type TracingModule = typeof import('./observability/tracing');
 // eslint-disable-next-line @typescript-eslint/no-require-imports -- loaded on demand, as said above
 const tracingModule = (): TracingModule => require('./observability/tracing') as TracingModule;
 
+const beforeReadyTasks: Array<() => void> = [];
+/**
+ * Runs `task` once this process serves, warmed up, just before /readyz says ready:
+ * server/entry.cjs keeps V8's cache of the bundle's code there, for the next start. Never
+ * in a cluster's primary, which serves nothing.
+ */
+export function beforeReady(task: () => void): void {
+  beforeReadyTasks.push(task);
+}
+
 async function main(): Promise<void> {
   const config = loadConfig();
   const log = createLogger(config.logLevel);
@@ -139,10 +149,10 @@ async function main(): Promise<void> {
     } catch (err) {
       // A warm-up that fails leaves a colder process, not a broken one.
       log.warn({ err }, 'The warm-up failed; ready without it');
-    } finally {
-      warming.pending = false;
     }
   }
+  for (const task of beforeReadyTasks.splice(0)) task();
+  warming.pending = false;
 }
 
 // Enough for V8 to optimise each GET's path (it compiles a function after some hundreds of calls).

@@ -11,6 +11,7 @@ import {
   readdirSync,
   readFileSync,
   rmSync,
+  statSync,
   symlinkSync,
   unlinkSync,
   utimesSync,
@@ -129,6 +130,33 @@ describe('npm run build', () => {
     const cache = join(tmp, 'node-compile-cache');
     const files = existsSync(cache) ? readdirSync(cache, { recursive: true }) : [];
     expect(files.length).toBeGreaterThan(0);
+  });
+
+  it("keeps V8's cache of the bundle's code as a warm start left it, which the next start reads", async () => {
+    const tmp = join(dir, 'tmp-bundle');
+    mkdirSync(tmp, { recursive: true });
+    const env = { TMPDIR: tmp, DATABASE_PATH: join(dir, 'data', 'bundle-cache.db'), WARM_UP_MS: '1000' };
+    const caches = () =>
+      readdirSync(tmp, { recursive: true })
+        .map(String)
+        .filter((f) => f.includes('.v8cache'));
+    const ready = async (url: string) => {
+      for (let i = 0; i < 300 && (await fetch(`${url}/readyz`)).status !== 200; i++) await new Promise((r) => setTimeout(r, 100));
+    };
+    const first = await startServer(env, 30_000, dir);
+    await ready(first.url);
+    // Written before /readyz said ready.
+    expect(caches()).toEqual([expect.stringMatching(/service-[0-9a-f]+\.v8cache$/)]);
+    const file = join(tmp, caches()[0]!);
+    const written = statSync(file).mtimeMs;
+    expect(await first.stop()).toBe(0);
+
+    const second = await startServer(env, 30_000, dir);
+    await ready(second.url);
+    expect(await second.stop()).toBe(0);
+    // V8 took it: a cache it refuses is written again.
+    expect(statSync(file).mtimeMs).toBe(written);
+    expect(caches()).toHaveLength(1);
   });
 
   it('compiles an edited source again', () => {
