@@ -56,16 +56,17 @@ Error.prepareStackTrace = (error, sites) => {
 // them instead of compiling them (docs/performance.md, "Start"). The file is named by the
 // bundle's checksum: V8 itself checks only the source's length, its own version and its
 // flags, and a cache it refuses is made again.
-const source = readFileSync(bundle, 'utf8');
+const bytes = readFileSync(bundle);
 const cacheDir = Module.getCompileCacheDir();
-const cacheFile = cacheDir && join(cacheDir, `service-${crc32(source).toString(16)}.v8cache`);
+// The checksum of the bytes: of the decoded text it would encode it again first.
+const cacheFile = cacheDir && join(cacheDir, `service-${crc32(bytes).toString(16)}.v8cache`);
 let cachedData;
 try {
   if (cacheFile) cachedData = readFileSync(cacheFile);
 } catch {
   // None yet: this start writes it.
 }
-const script = new vm.Script(Module.wrap(source), {
+const script = new vm.Script(Module.wrap(bytes.toString('utf8')), {
   filename: bundle,
   cachedData,
   importModuleDynamically: vm.constants.USE_MAIN_CONTEXT_DEFAULT_LOADER,
