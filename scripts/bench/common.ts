@@ -4,8 +4,16 @@
 import { spawnSync } from 'node:child_process';
 import { readFileSync } from 'node:fs';
 import { createServer } from 'node:net';
+import { serviceNodeFlags } from '../server-process';
 
 /** A numeric setting from the environment (BENCH_*), or its default. */
+/**
+ * `node dist/server/main.js` with the Node options `npm start` and the image give it
+ * (serviceNodeFlags; docs/performance.md, "Memory"): the service as shipped, without the
+ * build check. Run from the project's root.
+ */
+export const builtService = [process.execPath, ...serviceNodeFlags, 'dist/server/main.js'];
+
 export const num = (name: string, fallback: number) => {
   const value = Number(process.env[name] ?? fallback);
   if (!Number.isFinite(value) || value < 0) throw new Error(`${name} must be a number >= 0`);

@@ -14,7 +14,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
 import { minBytes } from '../../server/pipeline/compress';
-import { clockTicks, customerKey, freePort, median, num, stat } from './common';
+import { builtService, clockTicks, customerKey, freePort, median, num, stat } from './common';
 import { canPin, ensureWrk, wrk } from './wrk';
 
 const root = join(__dirname, '..', '..');
@@ -28,7 +28,7 @@ const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
 async function startService(databasePath: string): Promise<{ port: number; child: ChildProcess }> {
   const port = await freePort();
-  const command = [...(canPin ? ['taskset', '-c', '0'] : []), process.execPath, 'dist/server/main.js'];
+  const command = [...(canPin ? ['taskset', '-c', '0'] : []), ...builtService];
   const child = spawn(command[0] as string, command.slice(1), {
     cwd: root,
     env: {

@@ -36,7 +36,7 @@ import { encodeCursor } from '../../handlers/pagination';
 import { createPasswordHashing } from '../../server/security/passwords';
 import { generateApiKey } from '../../domain/api-keys';
 import { loadSpec, operationsIn } from '../../server/spec';
-import { clockTicks, freePort, median, num, stat } from './common';
+import { builtService, clockTicks, freePort, median, num, stat } from './common';
 import { canPin, ensureWrk, pooled, wrk } from './wrk';
 
 const root = join(__dirname, '..', '..');
@@ -477,7 +477,7 @@ async function startService(env: Record<string, string>, logFile: string): Promi
   // As `npm start` runs it (package.json), in its default configuration but for the limits
   // a load generator on one address and one account would hit at once; on core 0 alone
   // when it can be (wrk on core 1), as npm run bench runs it.
-  const command = [...(canPin ? ['taskset', '-c', '0'] : []), process.execPath, 'dist/server/main.js'];
+  const command = [...(canPin ? ['taskset', '-c', '0'] : []), ...builtService];
   // Its log lines (one per request, on stderr) go to a file: a pipe to this process would
   // make the service wait whenever this process is slow to read it.
   const log = openSync(logFile, 'w');

@@ -11,7 +11,7 @@ import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { Agent, request } from 'node:http';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { customerKey, freePort, median, num } from './common';
+import { builtService, customerKey, freePort, median, num } from './common';
 
 const root = join(__dirname, '..', '..');
 /** Seconds of each phase; `rounds` quiet phases alternate with as many burst phases. */
@@ -33,7 +33,7 @@ const fmt = (ms: number) => (Number.isNaN(ms) ? '-' : `${ms.toFixed(ms < 10 ? 1 
 
 async function startService(env: Record<string, string>): Promise<{ base: string; port: number; child: ChildProcess }> {
   const port = await freePort();
-  const child = spawn(process.execPath, ['dist/server/main.js'], {
+  const child = spawn(builtService[0] as string, builtService.slice(1), {
     cwd: root,
     env: { ...process.env, ...env, PORT: String(port), HOST: '127.0.0.1', LOG_LEVEL: process.env.BENCH_LOG_LEVEL ?? 'error' },
     stdio: ['ignore', 'ignore', 'inherit'],

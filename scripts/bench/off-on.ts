@@ -12,7 +12,7 @@ import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { clockTicks, customerKey, freePort, median, num, stat } from './common';
+import { builtService, clockTicks, customerKey, freePort, median, num, stat } from './common';
 import { canPin, ensureWrk, wrk } from './wrk';
 
 const root = join(__dirname, '..', '..');
@@ -35,7 +35,7 @@ interface Service {
 /** The built service on a new database (demo catalogue included), and a customer's key. */
 async function start(dir: string, name: string, env: Record<string, string>): Promise<Service> {
   const port = await freePort();
-  const command = [process.execPath, 'dist/server/main.js'];
+  const command = builtService;
   const [cmd, ...args] = pinning ? ['taskset', '-c', '0', ...command] : command;
   const child = spawn(cmd as string, args, {
     cwd: root,

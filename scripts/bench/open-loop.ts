@@ -23,7 +23,7 @@ import { cpus, loadavg, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
 import { chart, type ChartServer } from './chart';
-import { clockTicks, customerKey, freePort, median, num, stat } from './common';
+import { builtService, clockTicks, customerKey, freePort, median, num, stat } from './common';
 import { canPin, ensureWrk, wrk } from './wrk';
 
 const root = join(__dirname, '..', '..');
@@ -168,7 +168,7 @@ export async function benchOpenLoop(): Promise<void> {
     const db = { DATABASE_PATH: databasePath };
     const service = await start(
       'service',
-      [process.execPath, 'dist/server/main.js'],
+      builtService,
       { ...db, LOG_LEVEL: 'warn', RATE_LIMIT_PER_MINUTE: String(1_000_000), SHUTDOWN_DELAY_MS: '0' },
       '/readyz',
     );

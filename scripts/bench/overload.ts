@@ -14,7 +14,7 @@ import { connect, type Socket } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import autocannon from 'autocannon';
-import { customerKey, freePort, num } from './common';
+import { builtService, customerKey, freePort, num } from './common';
 
 const root = join(__dirname, '..', '..');
 /** The shedding bound of the "on" run. */
@@ -31,7 +31,7 @@ const canPin =
 
 async function startService(env: Record<string, string>): Promise<{ base: string; child: ChildProcess }> {
   const port = await freePort();
-  const command = [...(canPin ? ['taskset', '-c', '0'] : []), process.execPath, 'dist/server/main.js'];
+  const command = [...(canPin ? ['taskset', '-c', '0'] : []), ...builtService];
   const child = spawn(command[0] as string, command.slice(1), {
     cwd: root,
     env: { ...process.env, ...env, PORT: String(port), HOST: '127.0.0.1', LOG_LEVEL: 'warn' },

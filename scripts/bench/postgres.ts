@@ -22,7 +22,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
 import { Client } from 'pg';
-import { clockTicks, freePort, stat } from './common';
+import { builtService, clockTicks, freePort, stat } from './common';
 import { ensureWrk, wrk } from './wrk';
 
 const root = join(__dirname, '..', '..');
@@ -38,7 +38,7 @@ const KEYED = 'POST /store/orders, Idempotency-Key';
 async function start(env: Record<string, string>): Promise<{ port: number; child: ChildProcess }> {
   const port = await freePort();
   // As `npm start` runs it (package.json).
-  const child = spawn(process.execPath, ['dist/server/main.js'], {
+  const child = spawn(builtService[0] as string, builtService.slice(1), {
     cwd: root,
     env: {
       ...process.env,
