@@ -1,7 +1,11 @@
 // Logs a person can operate with: one pino access line per request with what is needed
 // to find it, no secrets, errors with their stack, and nothing an outsider can repeat
 // into a flood.
+import { mkdtempSync, openSync, readFileSync, rmSync, statSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import request from 'supertest';
+import { createLogger, logLines } from '../server/observability/log';
 import { admin, captureLog, createPet, expectError, password, setupApp } from './helpers';
 
 describe('the access log', () => {
@@ -86,5 +90,32 @@ describe('what an outsider can repeat', () => {
     const t = setupApp({ log: logged.log });
     for (let i = 0; i < 5; i++) expect((await request(t.app).get('/healthz')).status).toBe(200);
     expect(logged.lines()).toEqual([]);
+  });
+});
+
+describe('how lines reach the file', () => {
+  it('writes the lines one turn gathers in that turn, so that none wait in memory for a later one', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'petstore-log-'));
+    const path = join(dir, 'lines');
+    const lines = logLines(openSync(path, 'w'));
+    try {
+      const log = createLogger('info', lines);
+      // A busy turn's access lines, with no turn between them for a write to finish in.
+      const count = 20_000;
+      for (let i = 0; i < count; i++) log.info({ requestId: `request-${i}`, method: 'GET', status: 200 }, 'request');
+      const writtenInTheTurn = statSync(path).size;
+      lines.flushSync();
+      // All but what had not yet gathered to a chunk (2 KiB) was on file before the turn ended.
+      expect(statSync(path).size - writtenInTheTurn).toBeLessThan(2048 + 200);
+      const written = readFileSync(path, 'utf8').split('\n').filter(Boolean);
+      expect(written).toHaveLength(count);
+      expect(JSON.parse(written[count - 1]!)).toMatchObject({ requestId: `request-${count - 1}` });
+    } finally {
+      await new Promise((resolve) => {
+        lines.once('close', resolve);
+        lines.end();
+      });
+      rmSync(dir, { recursive: true, force: true });
+    }
   });
 });

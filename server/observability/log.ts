@@ -24,14 +24,34 @@ const redactedPaths = [
 ];
 
 /**
- * Standard error, written once 2 KiB of lines have gathered or 100 ms have passed rather
- * than a write a line, which a request paid for when a turn of the event loop answered
- * only one (docs/operations.md, "Running notes"). Each write is whole lines and at most
- * 4 KiB (a longer line goes alone), which a pipe takes whole: the lines of the processes
- * of `WEB_CONCURRENCY` on one pipe do not interleave. pino writes what is left when the process exits, and
- * `stop` in server/main.ts flushes it before that.
+ * The log's file descriptor (standard error for the service), written once 2 KiB of lines
+ * have gathered or 100 ms have passed rather than a write a line, which a request paid for
+ * when a turn of the event loop answered only one (docs/operations.md, "Running notes").
+ * Each write is whole lines and at most 4 KiB (a longer line goes alone), which a pipe
+ * takes whole: the lines of the processes of `WEB_CONCURRENCY` on one pipe do not
+ * interleave. The writes are made in the turn that gathered the lines (`sync`), as Node
+ * writes its own stderr to files and pipes: written from the thread pool, one 4 KiB write
+ * went out a turn, fewer than a busy turn gathers, and the lines waiting in memory grew
+ * without bound. A reader that stops reading holds the service up instead.
+ * What is left is written when the process exits (`stop` in server/main.ts flushes it before).
  */
-const stderrLines = () => pino.destination({ dest: 2, minLength: 2048, maxWrite: 4096, periodicFlush: 100 });
+export const logLines = (fd: number) => pino.destination({ dest: fd, minLength: 2048, maxWrite: 4096, periodicFlush: 100, sync: true });
+
+let stderr: ReturnType<typeof logLines> | undefined;
+/** The process's one writer of stderr, for every logger in it; what it holds is written as the process exits. */
+const stderrLines = () => {
+  if (!stderr) {
+    const lines = (stderr = logLines(2));
+    process.once('exit', () => {
+      try {
+        lines.flushSync();
+      } catch {
+        // A write that fails as the process exits has no one left to tell.
+      }
+    });
+  }
+  return stderr;
+};
 
 /** The service's logger; tests pass a destination to read what was written. */
 export function createLogger(level: pino.LevelWithSilent, destination: DestinationStream = stderrLines()): pino.Logger {
