@@ -30,9 +30,9 @@ const redactedPaths = [
  * Each write is whole lines and at most 4 KiB (a longer line goes alone), which a pipe
  * takes whole: the lines of the processes of `WEB_CONCURRENCY` on one pipe do not
  * interleave. The writes are made in the turn that gathered the lines (`sync`), as Node
- * writes its own stderr to files and pipes: written from the thread pool, one 4 KiB write
- * went out a turn, fewer than a busy turn gathers, and the lines waiting in memory grew
- * without bound. A reader that stops reading holds the service up instead.
+ * writes its own stderr to files and pipes: written from the thread pool, one chunk went
+ * out a turn, less than a busy turn gathers, and the lines waiting in memory grew without
+ * bound. A reader that stops reading holds the service up instead.
  * What is left is written when the process exits (`stop` in server/main.ts flushes it before).
  */
 export const logLines = (fd: number) => pino.destination({ dest: fd, minLength: 2048, maxWrite: 4096, periodicFlush: 100, sync: true });
