@@ -72,8 +72,12 @@ export function startServer(env: Record<string, string>, timeoutMs = 30_000, cwd
     });
     child.stderr?.on('data', (chunk: Buffer) => {
       stderr += chunk.toString('utf8');
+      // Searched only until found: the whole log again on every chunk made a reader that
+      // fell behind a busy service's log, and the service, which writes it in the turn
+      // (docs/operations.md, "Running notes"), waited for the reader.
+      if (started) return;
       const match = /listening on (http:\/\/127\.0\.0\.1:\d+)/.exec(stderr);
-      if (started || !match?.[1]) return;
+      if (!match?.[1]) return;
       started = true;
       clearTimeout(timer);
       resolve({ url: match[1], child, log: () => stderr, stop });
