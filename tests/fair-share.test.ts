@@ -175,6 +175,31 @@ describe('requests read in the same turn', () => {
   }, 30_000);
 });
 
+describe('a client alone', () => {
+  it('keeps the whole service once its connections are in: none of its requests waits, however long the turn', async () => {
+    // 320 requests in flight of 0.2 ms each: turns of some 60 ms, far past any slice.
+    const { http, port } = await serve(burning(0.2));
+    const flood = greedy(port, 40, 4_000);
+    try {
+      await flood.started;
+      // Past the short turns that follow its connections' accepts, and a first whole window
+      // of its requests, by which its addresses are seen to take equal shares.
+      await new Promise((r) => setTimeout(r, 1_500));
+      const deferred = http.connections.fairShare.deferred;
+      let answered = 0;
+      const counting = () => answered++;
+      http.server.on('request', counting);
+      await new Promise((r) => setTimeout(r, 1_500));
+      http.server.off('request', counting);
+      expect(answered).toBeGreaterThan(1_000);
+      expect(http.connections.fairShare.deferred - deferred).toBe(0);
+    } finally {
+      flood.child.kill();
+      await stop(http);
+    }
+  }, 30_000);
+});
+
 describe('a client whose requests wait', () => {
   it('is not read meanwhile: a second batch sent while the first waits is read only once the first ran', async () => {
     const { http, port } = await serve(burning(1));

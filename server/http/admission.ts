@@ -3,19 +3,20 @@
 // that keeps many requests in flight every other client's request, a new connection's
 // accept and a probe wait for all of a long turn (docs/operations.md, "Connections", has
 // the figures). Here the first request a turn reads runs at once, and the others it reads
-// within its slice run together once the reads are done (the same code back to back costs
-// far less CPU than between reads; docs/performance.md, "Fair share"). The slice is by the
-// clock: FAIR_SHARE_SLICE_MS while a light client wants its share, longer while none does,
-// so that a client alone keeps the whole service. A request read past the slice joins its
-// client's queue, and the queues run round-robin, one request a client at a time (within a
-// client, its credentials in turn), a slice a turn, each turn ending with a yield
-// (setImmediate) so that accepts and other sockets' reads get theirs. A connection with a
-// request queued is not read further, and once the turn's slice is spent neither is any
-// connection of a client with requests queued (backpressure: their reads are not parsed
-// until the client's queue is empty). While connections arrive, a
-// turn's slice is a tenth of a millisecond: they are accepted one a turn. One client's
-// queue is bounded: past FAIR_SHARE_QUEUE a request is answered 429 at once, before Express.
-// docs/operations.md ("Connections", Fair share) says what a client sees.
+// within its slice run together once the reads are done, in groups (the same code back to
+// back costs far less CPU than between reads; docs/performance.md, "Fair share"). The
+// slice is by the clock, FAIR_SHARE_SLICE_MS, while a light client or a new connection
+// wants its share; while none does, a turn has no slice, so that a client alone keeps the
+// whole service. A request read past the slice joins its client's queue, and the queues
+// run round-robin, one request a client at a time (within a client, its credentials in
+// turn), a slice a turn, each turn ending with a yield (setImmediate) so that accepts and
+// other sockets' reads get theirs. A connection with a request queued is not read
+// further, and once the turn's slice is spent neither is any connection of a client with
+// requests queued (backpressure: their reads are not parsed until the client's queue is
+// empty). While connections arrive, a turn's slice is a tenth of a millisecond: they are
+// accepted one a turn. One client's queue is bounded: past FAIR_SHARE_QUEUE a request is
+// answered 429 at once, before Express. docs/operations.md ("Connections", Fair share)
+// says what a client sees.
 import { randomUUID } from 'node:crypto';
 import { STATUS_CODES, type IncomingMessage, type RequestListener, type ServerResponse } from 'node:http';
 import type { Socket } from 'node:net';
@@ -132,6 +133,13 @@ export interface FairShare {
 const maxAsleepMs = 100;
 
 /**
+ * The most requests put by to run together: past it they run at once, as a group. A turn
+ * with no slice reads every ready connection, hundreds of a greedy client's requests, and
+ * held until the reads were done they outlived the young generation's collections.
+ */
+const maxPutBy = 32;
+
+/**
  * A turn's slice while connections arrive. libuv accepts one connection per turn of the
  * event loop, so a connection waits in the kernel's accept queue for as many turns as there
  * are connections ahead of it: hundreds, when one client opens hundreds at once. While
@@ -140,16 +148,15 @@ const maxAsleepMs = 100;
 const arrivingSliceMs = 0.1;
 
 /**
- * A turn's slice while every client with requests waiting is one that has been taking at
- * least half an equal share: none is kept from its share, so the queues run in long turns
- * (fewer put-off reads and yields, less of the waiting requests' garbage promoted), and a
- * client alone gets the whole service. A request from a client below that share while
- * others wait (a newcomer, a load balancer's probe, any light client), or a new
- * connection, makes the turns FAIR_SHARE_SLICE_MS long for `contendedForMs`.
+ * How long a request of a light client (below half an equal share of the last window's
+ * requests: a newcomer, a load balancer's probe, any light client beside a heavy one), or
+ * a new connection, keeps the turns FAIR_SHARE_SLICE_MS long. Otherwise every client is
+ * taking at least half an equal share, none is kept from its share, and the turns have no
+ * slice: a client alone gets the whole service, at Node's own cost for its requests
+ * (docs/operations.md, "Connections", Fair share, has the figures).
  */
-const uncontendedSliceMs = 8;
 const contendedForMs = 1_000;
-/** Each client's waiting requests are counted over windows this long, for its share. */
+/** Each client's requests are counted over windows this long, for its share. */
 const shareWindowMs = 1_000;
 
 const wakeAll = (client: Client) => {
@@ -195,20 +202,21 @@ export function fairShare(
   let runMs = 0.05;
   // Whether a connection was accepted since the last turn began.
   let arriving = false;
-  // Requests that waited, by client, in this window and the last (the last's mean per client).
+  // Requests read, by client, in this window and the last (the last's mean per client).
   let window = new Map<string, number>();
   let windowTotal = 0;
   let windowBegan = began;
   let last = new Map<string, number>();
   let lastMean = 0;
-  // Until when a light client's request keeps the slices short.
+  // Until when a light client's request or a new connection keeps the slices short.
   let contendedUntil = 0;
-  const longSliceMs = Math.max(sliceMs, uncontendedSliceMs);
-  const slice = (now: number) => (now < contendedUntil ? sliceMs : longSliceMs);
-  /** Counts a waiting request of `key`'s; true when that client has had less than half an equal share. */
+  const slice = (now: number) => (now < contendedUntil ? sliceMs : Infinity);
+  /** Counts a request of `key`'s; true when that client had less than half an equal share of the last window. */
   const light = (key: string, now: number): boolean => {
     if (now - windowBegan >= shareWindowMs) {
-      last = window;
+      // A window that ended more than a window ago says nothing of the clients now: after
+      // a quiet spell nobody counts as light until a whole window has been seen.
+      last = now - windowBegan < 2 * shareWindowMs ? window : new Map<string, number>();
       lastMean = windowTotal / Math.max(1, window.size);
       window = new Map();
       windowTotal = 0;
@@ -216,8 +224,7 @@ export function fairShare(
     }
     window.set(key, (window.get(key) ?? 0) + 1);
     windowTotal++;
-    // With no last window to judge by (a flood beginning), every client counts as light.
-    return last.size === 0 || (last.get(key) ?? 0) * 2 < lastMean;
+    return last.size > 0 && (last.get(key) ?? 0) * 2 < lastMean;
   };
 
   const schedule = () => {
@@ -227,8 +234,7 @@ export function fairShare(
     setImmediate(turn);
   };
   // After the turn's I/O: a slice spent on the waiting requests, a client at a time.
-  const turn = () => {
-    scheduled = false;
+  const runBatch = () => {
     if (batch.length > 0) {
       const together = batch;
       batch = [];
@@ -240,7 +246,12 @@ export function fairShare(
       for (const { req, res } of together) run(req, res);
       runMs += ((performance.now() - start) / together.length - runMs) / 8;
     }
+  };
+  const turn = () => {
+    scheduled = false;
+    runBatch();
     const now = performance.now();
+    // Uncontended, the slice is unbounded: what waits is run, and the next turn reads freely.
     const until = now + (arriving ? arrivingSliceMs : slice(now));
     arriving = false;
     while (turns.length > 0 && performance.now() < until) {
@@ -284,9 +295,8 @@ export function fairShare(
     return true;
   };
 
-  /** Puts a request in its client's queue, or refuses it when the queue is full. */
-  const wait = (req: IncomingMessage, res: ServerResponse, now: number): boolean => {
-    const key = clientKey(req, trust);
+  /** Puts a request of `key`'s in its client's queue, or refuses it when the queue is full. */
+  const wait = (req: IncomingMessage, res: ServerResponse, key: string): boolean => {
     let client = clients.get(key);
     if (!client) clients.set(key, (client = { key, waiting: 0, credentials: new Map(), turns: new Queue(), asleep: [], asleepSince: 0 }));
     if (client.waiting >= bound) {
@@ -302,7 +312,6 @@ export function fairShare(
       return false;
     }
     counts.deferred++;
-    if (light(key, now)) contendedUntil = now + contendedForMs;
     const by = req.headers.authorization ?? '';
     let credential = client.credentials.get(by);
     if (!credential) {
@@ -317,6 +326,8 @@ export function fairShare(
 
   const listener: RequestListener = (req, res) => {
     const now = performance.now();
+    const key = clientKey(req, trust);
+    if (light(key, now)) contendedUntil = now + contendedForMs;
     if (turns.length === 0) {
       // The turn's first request runs at once; the others it reads within its slice, together after the reads.
       if (!scheduled) {
@@ -326,10 +337,11 @@ export function fairShare(
       }
       if (now - began + batch.length * runMs < slice(now)) {
         batch.push({ req, res });
+        if (batch.length >= maxPutBy) runBatch();
         return;
       }
     }
-    if (wait(req, res, now)) schedule();
+    if (wait(req, res, key)) schedule();
   };
   // A new connection is a client wanting its share too, before it has sent anything.
   const accepted = () => {
