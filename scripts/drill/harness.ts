@@ -106,9 +106,17 @@ export function timedRequest(base: URL, client: OtherClient, path: string, key: 
   });
 }
 
+/**
+ * The other client's keep-alive connections, one pool for the whole drill: its keep-alive
+ * requests under a flood go on connections it opened before the flood, as a keep-alive
+ * client's do. With a pool of their own for each part, the flood's first "keep-alive"
+ * requests opened new connections, queued in the kernel behind the attacker's hundreds.
+ */
+const keepAlive = new Agent({ keepAlive: true, maxSockets: 4 });
+
 /** The other client's requests for `ms`, every other one on a new connection. */
 export async function otherClient(base: URL, client: OtherClient, key: string, ms: number): Promise<Sample[]> {
-  const agent = new Agent({ keepAlive: true, maxSockets: 4 });
+  const agent = keepAlive;
   const pending: Promise<Sample>[] = [];
   const start = performance.now();
   for (let i = 0; performance.now() - start < ms; i++) {
@@ -119,9 +127,7 @@ export async function otherClient(base: URL, client: OtherClient, key: string, m
     const next = start + (i + 1) * client.everyMs;
     await new Promise((r) => setTimeout(r, Math.max(0, next - performance.now())));
   }
-  const samples = await Promise.all(pending);
-  agent.destroy();
-  return samples;
+  return Promise.all(pending);
 }
 
 /** The p-th percentile, an unanswered request counting as longer than any answer. */
