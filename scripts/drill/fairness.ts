@@ -6,7 +6,8 @@
 // against a service started for it in the default configuration (but for the third's one
 // setting): `GET /healthz`; `GET /pets/5` without a key (401, then 429 past the per-address
 // limit); `GET /healthz` with OVERLOAD_EVENT_LOOP_DELAY_MS=50. Lines: the other client >= 99%
-// answered, p99 <= 50 ms; RSS <= 512 MB; every answer the greedy client reads valid HTTP.
+// answered, p99 <= 50 ms from 0.5 s in and each answer within 1 s before; RSS <= 512 MB;
+// every answer the greedy client reads valid HTTP.
 // Then the same floods through HAProxy (TRUST_PROXY=loopback: the 25 addresses reach the
 // service only as X-Forwarded-For). Last, work-conserving: the greedy client alone gets at
 // least 80% of the answers a second with the fair share on that it gets with it off
@@ -37,7 +38,8 @@ import {
   type Scenario,
 } from './harness';
 
-const lines = { answeredShare: 0.99, p99Ms: 50, rssMb: 512 };
+// The flood's first half second, while its 200 connections are accepted, is judged apart (harness.ts, Lines).
+const lines = { answeredShare: 0.99, p99Ms: 50, rssMb: 512, arrival: { ms: 500, slowestMs: 1_000 } };
 /** The greedy client alone, fair share on, gets at least this share of what it gets with it off. */
 const workConservingLine = 0.8;
 /** DRILL_ATTEMPTS: how often a flood the machine's other work kept from being judged is tried. */
@@ -231,7 +233,10 @@ async function main(): Promise<void> {
   } catch {
     console.log("(could not raise the priority: not root; the machine's other load counts against the service)");
   }
-  console.log(`lines: the other client >= ${lines.answeredShare * 100}% answered, p99 <= ${lines.p99Ms} ms; RSS <= ${lines.rssMb} MB\n`);
+  console.log(
+    `lines: the other client >= ${lines.answeredShare * 100}% answered, p99 <= ${lines.p99Ms} ms from ` +
+      `${lines.arrival.ms / 1000} s in and each within ${lines.arrival.slowestMs} ms before; RSS <= ${lines.rssMb} MB\n`,
+  );
   const dir = mkdtempSync(join(tmpdir(), 'petstore-fairness-'));
   let failed = false;
   try {
