@@ -12,23 +12,17 @@ missing=()
 for tool in podman runc buildah debootstrap podman-compose; do
   command -v "$tool" >/dev/null || missing+=("$tool")
 done
+# The compose stack's containers find each other by name (app1 reaches db): on podman's CNI
+# networks that takes the dnsname plugin, which Debian's podman only recommends. Without it
+# the instances never reach PostgreSQL (ENOTFOUND) and never turn healthy.
+[ -x /usr/lib/cni/dnsname ] || missing+=(dnsname)
 if [ ${#missing[@]} -gt 0 ]; then
   SUDO=""
   if [ "$(id -u)" -ne 0 ]; then SUDO="sudo"; fi
   export DEBIAN_FRONTEND=noninteractive
   $SUDO apt-get update -qq
-  $SUDO apt-get install -y -qq --no-install-recommends podman runc buildah debootstrap podman-compose uidmap slirp4netns fuse-overlayfs >/dev/null
-fi
-
-# The compose stack's containers find each other by name (app1 reaches db): on podman's CNI
-# networks that takes the dnsname plugin, which Debian's podman only recommends. Without it
-# the instances never reach PostgreSQL (ENOTFOUND) and never turn healthy.
-if [ -d /usr/lib/cni ] && [ ! -x /usr/lib/cni/dnsname ]; then
-  SUDO=""
-  if [ "$(id -u)" -ne 0 ]; then SUDO="sudo"; fi
-  export DEBIAN_FRONTEND=noninteractive
-  $SUDO apt-get update -qq
-  $SUDO apt-get install -y -qq --no-install-recommends golang-github-containernetworking-plugin-dnsname >/dev/null
+  $SUDO apt-get install -y -qq --no-install-recommends podman runc buildah debootstrap podman-compose uidmap slirp4netns fuse-overlayfs \
+    golang-github-containernetworking-plugin-dnsname >/dev/null
 fi
 
 nofile=$(ulimit -Hn)

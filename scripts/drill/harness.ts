@@ -123,14 +123,13 @@ const keepAlive = new Agent({ keepAlive: true, maxSockets: 4 });
 
 /** The other client's requests for `ms`, every other one on a new connection. */
 export async function otherClient(base: URL, client: OtherClient, key: string, ms: number): Promise<Sample[]> {
-  const agent = keepAlive;
   const pending: Promise<Sample>[] = [];
   const start = performance.now();
   for (let i = 0; performance.now() - start < ms; i++) {
     const path = client.paths[i % client.paths.length] as string;
     // Every other request on a new connection, in step with the paths' turns.
     const fresh = Math.floor(i / client.paths.length) % 2 === 1;
-    pending.push(timedRequest(base, client, path, key, fresh ? false : agent));
+    pending.push(timedRequest(base, client, path, key, fresh ? false : keepAlive));
     const next = start + (i + 1) * client.everyMs;
     await new Promise((r) => setTimeout(r, Math.max(0, next - performance.now())));
   }
