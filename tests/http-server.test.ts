@@ -1,12 +1,15 @@
-// The real server process: what Node's HTTP parser refuses is answered in the Error
-// shape, slow and idle clients are bounded, and the connection count is capped, a
-// connection past a cap answered in the Error shape too.
-import { connect, type Socket } from 'node:net';
+// The real server process (in process where turns of the event loop are counted): what
+// Node's HTTP parser refuses is answered in the Error shape, slow and idle clients are
+// bounded, and the connection count is capped, a connection past a cap answered in the
+// Error shape too.
+import { connect, type AddressInfo, type Socket } from 'node:net';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import type { ServerResponse } from 'node:http';
-import { InFlight } from '../server/http/server';
+import pino from 'pino';
+import { loadConfig } from '../server/config';
+import { createHttpServer, createLifecycle, InFlight, timeoutAnswersPerTurn } from '../server/http/server';
 import {
   answeringAtMost,
   fileDescriptorLimit,
@@ -160,6 +163,38 @@ describe('slow clients and many connections', () => {
     const res = parse(await exchange(server.url, 'GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n').closed);
     expect(res.status).toBe(200);
   });
+});
+
+describe('connections that time out together', () => {
+  it(`are answered 408 at most ${timeoutAnswersPerTurn} a turn of the event loop, so that the turns between serve everyone else`, async () => {
+    // In process, so that the turns can be counted: the server and its clients share one event loop.
+    const config = loadConfig({ SHUTDOWN_DELAY_MS: '0', HEADERS_TIMEOUT_MS: '500', MAX_CONNECTIONS_PER_ADDRESS: '0' });
+    const http = createHttpServer((_req, res) => res.end(), config, createLifecycle(), pino({ level: 'silent' }));
+    await new Promise<void>((resolve) => http.server.listen(0, '127.0.0.1', resolve));
+    const url = `http://127.0.0.1:${(http.server.address() as AddressInfo).port}`;
+    let turn = 0;
+    let counting = true;
+    const tick = () => {
+      turn++;
+      if (counting) setImmediate(tick);
+    };
+    setImmediate(tick);
+    try {
+      const count = 10 * timeoutAnswersPerTurn;
+      // Opened at once, so that one or two of Node's sweeps find them all past the timeout.
+      const slow = Array.from({ length: count }, () => exchange(url, 'GET / HTTP/1.1\r\nHost: x\r\n'));
+      const answeredIn = slow.map(({ socket }) => new Promise<number>((resolve) => socket.once('data', () => resolve(turn))));
+      const answers = await Promise.all(slow.map(({ closed }) => closed));
+      expect(answers.map((raw) => parse(raw).status)).toEqual(Array(count).fill(408));
+      // Written all in the sweep's turn, they were read here in one or two turns.
+      const turns = new Set(await Promise.all(answeredIn));
+      expect(turns.size).toBeGreaterThanOrEqual(count / timeoutAnswersPerTurn - 2);
+    } finally {
+      counting = false;
+      http.server.closeAllConnections();
+      await new Promise((resolve) => http.server.close(resolve));
+    }
+  }, 30_000);
 });
 
 describe('thousands of slow and idle connections at once', () => {

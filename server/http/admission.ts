@@ -62,7 +62,7 @@ function peerKey(socket: Socket, peer: string): string {
 }
 
 /** A FIFO that does not copy on shift. */
-class Queue<T> {
+export class Queue<T> {
   private items: Array<T | undefined> = [];
   private head = 0;
 

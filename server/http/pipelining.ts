@@ -40,6 +40,8 @@ export class Pipeline {
   private asleep = false;
   /** Paused by the gate while requests waited or its client's share was spent. */
   private pausedHere = false;
+  /** Timed out (HEADERS_TIMEOUT_MS or REQUEST_TIMEOUT_MS): its 408 is on its way, and nothing more of it is parsed. */
+  private ended = false;
 
   /**
    * Puts the bounds on a connection that has Node's parser (not one refused by a cap):
@@ -59,7 +61,7 @@ export class Pipeline {
   }
 
   private gate(chunk: Buffer, parse: (chunk: Buffer) => void): void {
-    if (this.over) return;
+    if (this.over || this.ended) return;
     if (
       (this.held > 0 || this.asleep || (this.asleep = this.putOff(this.socket, this.wake))) &&
       this.socket.readableLength < maxWaitingBytes
@@ -113,6 +115,11 @@ export class Pipeline {
     if (this.held > 0 || this.asleep || !this.pausedHere) return;
     this.pausedHere = false;
     if (!this.over && !this.socket.destroyed) this.socket.resume();
+  }
+
+  /** It timed out: what it sends until its 408 goes out is dropped, not parsed. */
+  end(): void {
+    this.ended = true;
   }
 
   /** A request parsed from this connection. */

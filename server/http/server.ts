@@ -7,7 +7,7 @@ import { createServer, type IncomingMessage, type RequestListener, type Server, 
 import { Server as NetServer, type Socket } from 'node:net';
 import type { Logger } from 'pino';
 import type { Config } from '../config';
-import { fairShare, type FairShareConfig } from './admission';
+import { fairShare, Queue, type FairShareConfig } from './admission';
 import { capConnections, connectionCaps, proxyTrust, trustedProxies, type CapsConfig, type ConnectionCounts } from './connections';
 import { closeNotReading, Pipeline } from './pipelining';
 import type { ErrorCode } from '../../domain/errors';
@@ -58,12 +58,21 @@ type ServerLimits = Pick<
   CapsConfig &
   FairShareConfig;
 
+/** Node's error for a connection past HEADERS_TIMEOUT_MS or REQUEST_TIMEOUT_MS. */
+const requestTimeout = 'ERR_HTTP_REQUEST_TIMEOUT';
+
+/**
+ * The most 408s written in one turn of the event loop, each a write and a close; the rest
+ * wait for the turns after (docs/operations.md, "Connections", Slow clients end on time).
+ */
+export const timeoutAnswersPerTurn = 64;
+
 /** What Node's parser refused, as the contract's Error. */
-function parserError(err: NodeJS.ErrnoException): { status: number; code: ErrorCode; message: string } {
-  switch (err.code) {
+function parserError(errorCode: string | undefined): { status: number; code: ErrorCode; message: string } {
+  switch (errorCode) {
     case 'HPE_HEADER_OVERFLOW':
       return { status: 431, code: 'headers_too_large', message: 'The request headers are too large' };
-    case 'ERR_HTTP_REQUEST_TIMEOUT':
+    case requestTimeout:
       return { status: 408, code: 'request_timeout', message: 'The request did not arrive in time' };
     case 'HPE_INVALID_METHOD':
       return { status: 400, code: 'bad_request', message: 'The request method is not one HTTP defines' };
@@ -124,16 +133,6 @@ export function createHttpServer(app: RequestListener, config: ServerLimits, lif
   }, 60_000);
   reportRefused.unref();
 
-  server.on('clientError', (err: NodeJS.ErrnoException, socket: Socket) => {
-    refused++;
-    if (err.code === 'ECONNRESET' || !socket.writable) {
-      socket.destroy();
-      return;
-    }
-    const { status, code, message } = parserError(err);
-    socket.end(rawErrorResponse(status, code, message));
-  });
-
   const inFlight = new InFlight();
   const sockets = new InFlight<Socket>();
   // Connections whose last answer is out and that have sent nothing since: idle keep-alive
@@ -161,6 +160,41 @@ export function createHttpServer(app: RequestListener, config: ServerLimits, lif
     if ((socket as Socket & { parser?: unknown }).parser) pipelines.set(socket, new Pipeline(socket, connections.closed, admit.putOff));
   });
   server.once('close', closeNotReading(sockets, config.sendTimeoutMs, connections.closed));
+
+  const answerError = (errorCode: string | undefined, socket: Socket) => {
+    if (errorCode === 'ECONNRESET' || !socket.writable) {
+      socket.destroy();
+      return;
+    }
+    const { status, code, message } = parserError(errorCode);
+    socket.end(rawErrorResponse(status, code, message));
+  };
+  // Node finds every connection past its timeout in one sweep and errors them all in that
+  // turn: a slowloris's connections, opened together, time out together, and answering
+  // thousands at once held everyone else's requests for as long.
+  // So the 408s go out at most timeoutAnswersPerTurn a turn, in the order Node found them;
+  // what a timed-out connection sends meanwhile is not parsed.
+  const timedOut = new Queue<Socket>();
+  let answeringTimeouts = false;
+  const answerTimeouts = () => {
+    for (let n = 0; n < timeoutAnswersPerTurn; n++) {
+      const socket = timedOut.shift();
+      if (!socket) break;
+      answerError(requestTimeout, socket);
+    }
+    answeringTimeouts = timedOut.length > 0;
+    if (answeringTimeouts) setImmediate(answerTimeouts);
+  };
+  server.on('clientError', (err: NodeJS.ErrnoException, socket: Socket) => {
+    refused++;
+    if (err.code !== requestTimeout) return answerError(err.code, socket);
+    pipelines.get(socket)?.end();
+    timedOut.push(socket);
+    if (!answeringTimeouts) {
+      answeringTimeouts = true;
+      setImmediate(answerTimeouts);
+    }
+  });
 
   // Requests held while the listener is let go (close(), below); none otherwise.
   let held: Array<[IncomingMessage, ServerResponse]> | undefined;
