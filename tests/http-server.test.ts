@@ -166,7 +166,7 @@ describe('slow clients and many connections', () => {
 });
 
 describe('connections that time out together', () => {
-  it(`are answered 408 at most ${timeoutAnswersPerTurn} a turn of the event loop, so that the turns between serve everyone else`, async () => {
+  it(`are answered 408 at most ${timeoutAnswersPerTurn} a turn of the event loop, one while connections arrive, so that the turns between serve everyone else`, async () => {
     // In process, so that the turns can be counted: the server and its clients share one event loop.
     const config = loadConfig({ SHUTDOWN_DELAY_MS: '0', HEADERS_TIMEOUT_MS: '500', MAX_CONNECTIONS_PER_ADDRESS: '0' });
     const http = createHttpServer((_req, res) => res.end(), config, createLifecycle(), pino({ level: 'silent' }));
@@ -189,6 +189,26 @@ describe('connections that time out together', () => {
       // Written all in the sweep's turn, they were read here in one or two turns.
       const turns = new Set(await Promise.all(answeredIn));
       expect(turns.size).toBeGreaterThanOrEqual(count / timeoutAnswersPerTurn - 2);
+
+      // While connections arrive (here one client reconnecting as soon as it is accepted),
+      // one 408 a turn: Node accepts one connection a turn.
+      let churning = true;
+      const churn = () => {
+        const socket = connect({ port: Number(new URL(url).port), host: '127.0.0.1' });
+        socket.on('error', () => {});
+        socket.once('connect', () => {
+          socket.destroy();
+          if (churning) churn();
+        });
+      };
+      churn();
+      const few = timeoutAnswersPerTurn;
+      const slower = Array.from({ length: few }, () => exchange(url, 'GET / HTTP/1.1\r\nHost: x\r\n'));
+      const slowerIn = slower.map(({ socket }) => new Promise<number>((resolve) => socket.once('data', () => resolve(turn))));
+      const slowerAnswers = await Promise.all(slower.map(({ closed }) => closed));
+      churning = false;
+      expect(slowerAnswers.map((raw) => parse(raw).status)).toEqual(Array(few).fill(408));
+      expect(new Set(await Promise.all(slowerIn)).size).toBeGreaterThanOrEqual(few / 2);
     } finally {
       counting = false;
       http.server.closeAllConnections();

@@ -144,6 +144,8 @@ export function createHttpServer(app: RequestListener, config: ServerLimits, lif
     if (answered.has(socket)) socket.destroy();
   };
   const pipelines = new WeakMap<Socket, Pipeline>();
+  // A connection was accepted since the timeouts were last answered (answerTimeouts, below).
+  let connectionArrived = false;
   // Each client's requests in its turn, and its connections read in its turn (server/http/admission.ts).
   const admit = fairShare(app, config, proxyTrust(app), (socket) => pipelines.get(socket), connections.fairShare);
   // Answers queued behind an earlier one on their connection: should it close first, Node
@@ -151,6 +153,7 @@ export function createHttpServer(app: RequestListener, config: ServerLimits, lif
   const waiting = new WeakMap<Socket, Set<() => void>>();
   server.on('connection', (socket: Socket) => {
     admit.accepted();
+    connectionArrived = true;
     const slot = sockets.add(socket);
     socket.once('close', () => {
       sockets.delete(slot);
@@ -171,13 +174,18 @@ export function createHttpServer(app: RequestListener, config: ServerLimits, lif
   };
   // Node finds every connection past its timeout in one sweep and errors them all in that
   // turn: a slowloris's connections, opened together, time out together, and answering
-  // thousands at once held everyone else's requests for as long.
-  // So the 408s go out at most timeoutAnswersPerTurn a turn, in the order Node found them;
-  // what a timed-out connection sends meanwhile is not parsed.
+  // thousands at once held everyone else's requests for as long. So the 408s go out at
+  // most timeoutAnswersPerTurn a turn, in the order Node found them, and one a turn while
+  // connections arrive: Node accepts one connection a turn, and a client that reconnects as
+  // soon as it is answered would otherwise fill the kernel's accept queue faster than that,
+  // ahead of everyone else's new connections. What a timed-out connection sends meanwhile
+  // is not parsed.
   const timedOut = new Queue<Socket>();
   let answeringTimeouts = false;
   const answerTimeouts = () => {
-    for (let n = 0; n < timeoutAnswersPerTurn; n++) {
+    const atMost = connectionArrived ? 1 : timeoutAnswersPerTurn;
+    connectionArrived = false;
+    for (let n = 0; n < atMost; n++) {
       const socket = timedOut.shift();
       if (!socket) break;
       answerError(requestTimeout, socket);
