@@ -150,6 +150,9 @@ export function connectionCaps(config: CapsConfig, isProxy: (address: string) =>
   };
 }
 
+/** Node's error for a connection past HEADERS_TIMEOUT_MS or REQUEST_TIMEOUT_MS. */
+export const requestTimeout = 'ERR_HTTP_REQUEST_TIMEOUT';
+
 const logWindowMs = 60_000;
 /** Addresses named in the log a minute at most; the rest are counted in the minute's summary. */
 const namedPerWindow = 10;
@@ -286,7 +289,7 @@ export function capConnections(server: Server, options: CapOptions, log: Logger)
   // longer spreads them out (a client that sends its requests whole never meets this).
   const timedOut = new WeakSet<Socket>();
   server.on('clientError', (err: NodeJS.ErrnoException, socket: Socket) => {
-    if (err.code === 'ERR_HTTP_REQUEST_TIMEOUT') timedOut.add(socket);
+    if (err.code === requestTimeout) timedOut.add(socket);
   });
   const leave = (key: string) => {
     const count = held.get(key) ?? 1;

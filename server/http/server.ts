@@ -8,7 +8,15 @@ import { Server as NetServer, type Socket } from 'node:net';
 import type { Logger } from 'pino';
 import type { Config } from '../config';
 import { fairShare, Queue, type FairShareConfig } from './admission';
-import { capConnections, connectionCaps, proxyTrust, trustedProxies, type CapsConfig, type ConnectionCounts } from './connections';
+import {
+  capConnections,
+  connectionCaps,
+  proxyTrust,
+  requestTimeout,
+  trustedProxies,
+  type CapsConfig,
+  type ConnectionCounts,
+} from './connections';
 import { closeNotReading, Pipeline } from './pipelining';
 import type { ErrorCode } from '../../domain/errors';
 import { rawErrorResponse } from '../pipeline/errors';
@@ -57,9 +65,6 @@ type ServerLimits = Pick<
 > &
   CapsConfig &
   FairShareConfig;
-
-/** Node's error for a connection past HEADERS_TIMEOUT_MS or REQUEST_TIMEOUT_MS. */
-const requestTimeout = 'ERR_HTTP_REQUEST_TIMEOUT';
 
 /**
  * The most 408s written in one turn of the event loop, each a write and a close; the rest
