@@ -95,6 +95,52 @@ describeOnLinux('client addresses across 127.0.0.0/8', 'a fair share for every c
   }, 60_000);
 });
 
+describeOnLinux('client addresses across 127.0.0.0/8', 'a light client beside greedy ones', () => {
+  it("goes first: its request waits for none of the greedy clients' waiting requests, where last in the round it waited for one of each", async () => {
+    // For each of the quiet client's requests: how many of the greedy client's ran between
+    // its read (the server's second 'request' listener, after the fair share's) and its run.
+    let greedyRan = 0;
+    let atRead = 0;
+    const ranBefore: number[] = [];
+    const app = burning(1);
+    const { http, port } = await serve((req, res) => {
+      if (req.headers['x-quiet']) ranBefore.push(greedyRan - atRead);
+      else greedyRan++;
+      app(req, res);
+    });
+    http.server.on('request', (req: { headers: Record<string, unknown> }) => {
+      if (req.headers['x-quiet']) atRead = greedyRan;
+    });
+    const flood = greedy(port, 40, 5_000);
+    try {
+      await flood.started;
+      // A whole window of the flood seen: the quiet client is light beside its 10 addresses.
+      await new Promise((r) => setTimeout(r, 1_500));
+      const agent = new Agent({ keepAlive: true, maxSockets: 1 });
+      for (let i = 0; i < 20; i++) {
+        const started = performance.now();
+        await new Promise<void>((resolve, reject) => {
+          const req = request({ host: '127.0.0.1', port, path: '/healthz', agent, headers: { 'x-quiet': '1' } }, (res) => {
+            res.resume();
+            res.on('end', resolve);
+          });
+          req.on('error', reject);
+          req.end();
+        });
+        await new Promise((r) => setTimeout(r, Math.max(0, 50 - (performance.now() - started))));
+      }
+      agent.destroy();
+      expect(ranBefore).toHaveLength(20);
+      // The greedy client had requests waiting throughout: each of its 10 addresses some 30.
+      expect(http.connections.fairShare.deferred).toBeGreaterThan(1_000);
+      expect(median(ranBefore)).toBe(0);
+    } finally {
+      flood.child.kill();
+      await stop(http);
+    }
+  }, 30_000);
+});
+
 describe('who a request is from', () => {
   const trust = (setting: string | number) => express().set('trust proxy', setting).get('trust proxy fn') as Trust;
   const from = (remoteAddress: string, forwarded?: string) =>

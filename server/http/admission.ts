@@ -9,7 +9,7 @@
 // wants its share; while none does, a turn has no slice, so that a client alone keeps the
 // whole service. A request read past the slice joins its client's queue, and the queues
 // run round-robin, one request a client at a time (within a client, its credentials in
-// turn), a slice a turn, each turn ending with a yield (setImmediate) so that accepts and
+// turn), a light client's first, a slice a turn, each turn ending with a yield (setImmediate) so that accepts and
 // other sockets' reads get theirs. A connection with a request queued is not read
 // further, and once the turn's slice is spent neither is any connection of a client with
 // requests queued (backpressure: their reads are not parsed until the client's queue is
@@ -72,6 +72,12 @@ export class Queue<T> {
 
   push(item: T): void {
     this.items.push(item);
+  }
+
+  /** Puts `item` first. */
+  unshift(item: T): void {
+    if (this.head > 0) this.items[--this.head] = item;
+    else this.items.unshift(item);
   }
 
   shift(): T | undefined {
@@ -295,8 +301,14 @@ export function fairShare(
     return true;
   };
 
-  /** Puts a request of `key`'s in its client's queue, or refuses it when the queue is full. */
-  const wait = (req: IncomingMessage, res: ServerResponse, key: string): boolean => {
+  /**
+   * Puts a request of `key`'s in its client's queue, or refuses it when the queue is full.
+   * A light client (`light`) with nothing waiting goes first rather than last in the round:
+   * it takes less than half an equal share, so going first takes no one's share from them,
+   * and its request waits for the turn it was read in, not for one request of every
+   * client with a backlog.
+   */
+  const wait = (req: IncomingMessage, res: ServerResponse, key: string, light: boolean): boolean => {
     let client = clients.get(key);
     if (!client) clients.set(key, (client = { key, waiting: 0, credentials: new Map(), turns: new Queue(), asleep: [], asleepSince: 0 }));
     if (client.waiting >= bound) {
@@ -319,7 +331,10 @@ export function fairShare(
       client.turns.push(credential);
     }
     credential.waiting.push({ req, res });
-    if (++client.waiting === 1) turns.push(client);
+    if (++client.waiting === 1) {
+      if (light) turns.unshift(client);
+      else turns.push(client);
+    }
     connection(req.socket)?.hold();
     return true;
   };
@@ -327,7 +342,8 @@ export function fairShare(
   const listener: RequestListener = (req, res) => {
     const now = performance.now();
     const key = clientKey(req, trust);
-    if (light(key, now)) contendedUntil = now + contendedForMs;
+    const isLight = light(key, now);
+    if (isLight) contendedUntil = now + contendedForMs;
     if (turns.length === 0) {
       // The turn's first request runs at once; the others it reads within its slice, together after the reads.
       if (!scheduled) {
@@ -341,7 +357,7 @@ export function fairShare(
         return;
       }
     }
-    if (wait(req, res, key)) schedule();
+    if (wait(req, res, key, isLight)) schedule();
   };
   // A new connection is a client wanting its share too, before it has sent anything.
   const accepted = () => {
