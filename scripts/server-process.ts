@@ -16,11 +16,16 @@ export interface ServerProcess {
   stop(): Promise<number | null>;
 }
 
+/**
+ * Resolves once the process has exited and its stdout and stderr are read to the end
+ * ('close', not 'exit': the last lines it wrote as it exited may still be in the pipe).
+ */
 function waitForExit(child: ChildProcess, ms: number): Promise<number | null | 'timeout'> {
-  if (child.exitCode !== null || child.signalCode !== null) return Promise.resolve(child.exitCode);
+  const drained = (child.stderr === null || child.stderr.readableEnded) && (child.stdout === null || child.stdout.readableEnded);
+  if ((child.exitCode !== null || child.signalCode !== null) && drained) return Promise.resolve(child.exitCode);
   return new Promise((resolve) => {
     const timer = setTimeout(() => resolve('timeout'), ms);
-    child.once('exit', (code) => {
+    child.once('close', (code) => {
       clearTimeout(timer);
       resolve(code);
     });
