@@ -72,6 +72,12 @@ const domainStatus: Record<DomainCode, number> = {
   message_queue_full: 429,
 };
 
+/**
+ * The 5xx codes that are designed answers, not faults (shedding under overload, a stub, not
+ * ready or no database): the error mapper logs none of them (server/pipeline/errors.ts).
+ */
+export const designedServerErrors: ReadonlySet<ErrorCode> = new Set<ErrorCode>(['overloaded', 'not_implemented', 'unavailable']);
+
 /** The contract's Error, thrown: its code, message and status, and the headers its answer carries. */
 export class ApiError extends Error {
   /** Made from a refusal of the store (apiErrorOf, unavailable). */
@@ -85,7 +91,13 @@ export class ApiError extends Error {
     /** What went wrong underneath (logged, never sent). */
     options?: { cause?: unknown; byStore?: boolean },
   ) {
+    // A refusal (4xx, or a designed 5xx) is an answer, not a fault: nothing reads its stack,
+    // and capturing one cost a refused request a fifth of its CPU (docs/performance.md, "The
+    // request path"). Any other 5xx keeps its stack for the log.
+    const stackTraceLimit = Error.stackTraceLimit;
+    if (status < 500 || designedServerErrors.has(code)) Error.stackTraceLimit = 0;
     super(message, options);
+    Error.stackTraceLimit = stackTraceLimit;
     this.name = 'ApiError';
     this.byStore = options?.byStore ?? false;
   }

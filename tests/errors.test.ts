@@ -1,5 +1,6 @@
 // Every failure leaves as the contract's Error body, whatever produced it.
 import request from 'supertest';
+import { ApiError } from '../domain/errors';
 import { admin, captureLog, customer, expectError, password, postWithoutContentType, setupApp, type Caller } from './helpers';
 
 describe('errors', () => {
@@ -231,5 +232,17 @@ describe('rate limit', () => {
     expect((await request(t.app).get('/healthz')).status).toBe(200);
     // Routing comes first: an unknown path is still a 404 for a limited client.
     expectError(await request(t.app).get('/nowhere'), 404, 'not_found');
+  });
+});
+
+describe('an ApiError', () => {
+  const frames = (error: Error) => (error.stack ?? '').split('\n').filter((line) => line.trimStart().startsWith('at ')).length;
+
+  it('has no stack when it is a refusal (4xx) or a designed 5xx, which nothing logs, and keeps one as any other 5xx, which the log prints', () => {
+    expect(frames(new ApiError('rate_limited', 'Too many requests', 429))).toBe(0);
+    expect(frames(new ApiError('overloaded', 'The service is overloaded', 503))).toBe(0);
+    expect(frames(new ApiError('internal_error', 'Something failed', 500))).toBeGreaterThan(0);
+    // Errors made after one keep their stacks.
+    expect(frames(new Error('after'))).toBeGreaterThan(0);
   });
 });

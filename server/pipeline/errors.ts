@@ -4,7 +4,15 @@ import { randomUUID } from 'node:crypto';
 import { STATUS_CODES } from 'node:http';
 import type { ErrorRequestHandler, Request, Response } from 'express';
 import type { Logger } from 'pino';
-import { ApiError, apiErrorOf, DomainError, StorageUnavailable, unavailable, type ErrorCode } from '../../domain/errors';
+import {
+  ApiError,
+  apiErrorOf,
+  designedServerErrors,
+  DomainError,
+  StorageUnavailable,
+  unavailable,
+  type ErrorCode,
+} from '../../domain/errors';
 import './request-context';
 
 /**
@@ -113,7 +121,7 @@ export function errorMapper(log: Logger, onError?: (error: ApiError) => void): E
     // outage where it begins, not once per request; 501 `not_implemented` is a designed
     // answer (a stub, or a mock asked for what its operation does not document), and so is
     // 503 `unavailable` from /readyz while the process warms up, drains or lacks its database.
-    const designed = err instanceof StorageUnavailable || ['overloaded', 'not_implemented', 'unavailable'].includes(error.code);
+    const designed = err instanceof StorageUnavailable || designedServerErrors.has(error.code);
     if (error.status >= 500 && !designed) {
       const cause: unknown = error.cause ?? err;
       log.error(
