@@ -92,7 +92,7 @@ export class ApiError extends Error {
     options?: { cause?: unknown; byStore?: boolean },
   ) {
     // A refusal (4xx, or a designed 5xx) is an answer, not a fault: nothing reads its stack,
-    // and capturing one cost a refused request a fifth of its CPU (docs/performance.md, "The
+    // and capturing one was much of what a refused request cost (docs/performance.md, "The
     // request path"). Any other 5xx keeps its stack for the log.
     const stackTraceLimit = Error.stackTraceLimit;
     if (status < 500 || designedServerErrors.has(code)) Error.stackTraceLimit = 0;
