@@ -9,14 +9,14 @@
 // wants its share; while none does, a turn has no slice, so that a client alone keeps the
 // whole service. A request read past the slice joins its client's queue, and the queues
 // run round-robin, one request a client at a time (within a client, its credentials in
-// turn), a light client's first, a slice a turn, each turn ending with a yield (setImmediate) so that accepts and
-// other sockets' reads get theirs. A connection with a request queued is not read
-// further, and once the turn's slice is spent neither is any connection of a client with
-// requests queued (backpressure: their reads are not parsed until the client's queue is
-// empty). While connections arrive, a turn's slice is a tenth of a millisecond: they are
-// accepted one a turn. One client's queue is bounded: past FAIR_SHARE_QUEUE a request is
-// answered 429 at once, before Express. docs/operations.md ("Connections", Fair share)
-// says what a client sees.
+// turn; a light client that had nothing waiting first), a slice a turn, each turn ending
+// with a yield (setImmediate) so that accepts and other sockets' reads get theirs. A
+// connection with a request queued is not read further, and once the turn's slice is
+// spent neither is any connection of a client with requests queued (backpressure: their
+// reads are not parsed until the client's queue is empty). While connections arrive, a
+// turn's slice is a tenth of a millisecond: they are accepted one a turn. One client's
+// queue is bounded: past FAIR_SHARE_QUEUE a request is answered 429 at once, before
+// Express. docs/operations.md ("Connections", Fair share) says what a client sees.
 import { randomUUID } from 'node:crypto';
 import { STATUS_CODES, type IncomingMessage, type RequestListener, type ServerResponse } from 'node:http';
 import type { Socket } from 'node:net';
@@ -303,12 +303,12 @@ export function fairShare(
 
   /**
    * Puts a request of `key`'s in its client's queue, or refuses it when the queue is full.
-   * A light client (`light`) with nothing waiting goes first rather than last in the round:
+   * A light client (`goesFirst`) with nothing waiting goes first rather than last in the round:
    * it takes less than half an equal share, so going first takes no one's share from them,
    * and its request waits for the turn it was read in, not for one request of every
    * client with a backlog.
    */
-  const wait = (req: IncomingMessage, res: ServerResponse, key: string, light: boolean): boolean => {
+  const wait = (req: IncomingMessage, res: ServerResponse, key: string, goesFirst: boolean): boolean => {
     let client = clients.get(key);
     if (!client) clients.set(key, (client = { key, waiting: 0, credentials: new Map(), turns: new Queue(), asleep: [], asleepSince: 0 }));
     if (client.waiting >= bound) {
@@ -332,7 +332,7 @@ export function fairShare(
     }
     credential.waiting.push({ req, res });
     if (++client.waiting === 1) {
-      if (light) turns.unshift(client);
+      if (goesFirst) turns.unshift(client);
       else turns.push(client);
     }
     connection(req.socket)?.hold();
