@@ -57,10 +57,10 @@ describe('placing an order through the storage port', () => {
       // starts a new one; one written before that shares the trip (the connections are
       // pipelined, db/pg/connection.ts: without it, a query waits in the client's queue
       // and is written only after the answer before it).
-      const sentQueries: Array<{ name: string; trip: number; connection: EventEmitter }> = [];
+      const sentQueries: Array<{ name: string; values?: unknown[]; trip: number; connection: EventEmitter }> = [];
       const unanswered = new WeakMap<EventEmitter, number>();
       let trips = 0;
-      type Sendable = { name?: string; text: string; submit(connection: EventEmitter): unknown };
+      type Sendable = { name?: string; text: string; values?: unknown[]; submit(connection: EventEmitter): unknown };
       const prototype = Query.prototype as unknown as Sendable;
       const original = Object.getOwnPropertyDescriptor(prototype, 'submit')!.value as Sendable['submit'];
       const spy = jest.spyOn(prototype, 'submit').mockImplementation(function (this: Sendable, connection: EventEmitter) {
@@ -72,7 +72,12 @@ describe('placing an order through the storage port', () => {
         const waiting = unanswered.get(connection)!;
         if (waiting === 0) trips++;
         unanswered.set(connection, waiting + 1);
-        sentQueries.push({ name: this.name ?? (this.text.length < 20 ? this.text : 'unnamed'), trip: trips, connection });
+        sentQueries.push({
+          name: this.name ?? (this.text.length < 20 ? this.text : 'unnamed'),
+          values: this.values,
+          trip: trips,
+          connection,
+        });
         return original.call(this, connection);
       });
       afterAll(() => spy.mockRestore());
@@ -141,8 +146,10 @@ describe('placing an order through the storage port', () => {
         expect(roundTrips(from)).toEqual([['find_key_owner'], ['find_pet']]);
       });
 
-      it('sends the point reads asked for at once on one connection, in one write and one round trip', async () => {
+      it('sends the point reads asked for in one turn as one statement each, each key once, in one write and one round trip', async () => {
         const petId = await stockedPet(1);
+        const other = await stockedPet(1);
+        const missing = other + 1_000_000;
         const pgPort = Number(new URL(adminUrl).port);
         // The writes to the server's sockets (a stream calls _writev for what a cork held).
         let writes = 0;
@@ -156,19 +163,31 @@ describe('placing an order through the storage port', () => {
         };
         const spies = [counted('_write'), counted('_writev')];
         const from = sentQueries.length;
+        const asked = [petId, other, missing, petId, petId, other, petId];
         try {
-          const [owner, ...found] = await Promise.all([
-            storage.findKeyOwner('no such hash'),
-            ...Array.from({ length: 7 }, () => storage.findPet(petId)),
-          ]);
+          const [owner, ...found] = await Promise.all([storage.findKeyOwner('no such hash'), ...asked.map((id) => storage.findPet(id))]);
           expect(owner).toBeNull();
-          expect(found.map((pet) => pet?.id)).toEqual(Array(7).fill(petId));
+          // Each caller gets the row of the pet it asked for, or null.
+          expect(found.map((pet) => pet?.id ?? null)).toEqual(asked.map((id) => (id === missing ? null : id)));
         } finally {
           for (const spy of spies) spy.mockRestore();
         }
-        expect(roundTrips(from)).toEqual([['find_key_owner', ...Array(7).fill('find_pet')]]);
+        expect(roundTrips(from)).toEqual([['find_key_owner', 'find_pet']]);
+        expect(sentQueries.slice(from).map((q) => q.values)).toEqual([[['no such hash']], [[petId, other, missing].map(String)]]);
         expect(new Set(sentQueries.slice(from).map((q) => q.connection)).size).toBe(1);
         expect(writes).toBe(1);
+      });
+
+      it("reads a key's owner and a pet in a transaction with the same statements, one key each", async () => {
+        const petId = await stockedPet(1);
+        const from = sentQueries.length;
+        const found = await storage.transaction(async (tx) => [await tx.findKeyOwner('no such hash'), await tx.findPet(petId)]);
+        expect(found).toEqual([null, expect.objectContaining({ id: petId })]);
+        const reads = sentQueries.slice(from).filter((q) => q.name.startsWith('find_'));
+        expect(reads.map((q) => [q.name, q.values])).toEqual([
+          ['find_key_owner', [['no such hash']]],
+          ['find_pet', [[String(petId)]]],
+        ]);
       });
 
       it('opens at most DATABASE_POOL_SIZE connections, however many calls wait', async () => {

@@ -1,30 +1,56 @@
 // The point reads every authenticated request makes (the key's owner, a pet), outside any
-// transaction, share a pooled connection while any of them is under way: each is written
-// behind the others without waiting for their answers (the connections are pipelined,
-// db/pg/connection.ts), so a read seldom checks a connection out of the pool, and the
-// reads asked for in one turn of the event loop leave in one write (the socket is corked
-// until the turn ends). Only short reads that take no lock go here: a statement that
-// waits would hold up every read written behind it.
-import type { Client, Pool, PoolClient, QueryArrayConfig } from 'pg';
+// transaction, are gathered for a turn of the event loop: once the turn's I/O is handled
+// (setImmediate), each statement asked for goes out once, for every key asked of it in the
+// turn (`= any($1)`, each key once), and each caller gets the row of its key. A turn's
+// statements leave together in one write, on a pooled connection the reads share while any
+// of them is under way: each turn's are written behind the others without waiting for
+// their answers (the connections are pipelined, db/pg/connection.ts), so a read seldom
+// checks a connection out of the pool. Only short reads that take no lock go here: a
+// statement that waits would hold up every read written behind it. Why: docs/performance.md,
+// "PostgreSQL: an order in one statement".
+import type { Client, Pool, PoolClient } from 'pg';
 import { isConnectionError } from './connection';
 
 /**
- * Reads on one connection at once, at most: past it a read takes another, so that one
- * server process does not answer every read of a busy instance in turn (the bounds tried:
- * docs/performance.md, "PostgreSQL: an order in one statement").
+ * Turns of reads on one connection at once, at most: past it a turn's reads take another,
+ * so that one server process does not answer every read of a busy instance in turn (the
+ * bounds tried: docs/performance.md, "PostgreSQL: an order in one statement").
  */
 const readsPerConnection = 8;
+
+/**
+ * A statement that reads rows by key: `$1` is an array of keys, and each row carries its
+ * key, as PostgreSQL writes it in text, in column `keyColumn`.
+ */
+export interface PointStatement {
+  name: string;
+  text: string;
+  keyColumn: number;
+}
+
+/** The row of `key` read by `statement` with `rowMode: 'array'` (as `R`), or null when there is none. */
+export type PointRead = <R extends unknown[]>(statement: PointStatement, key: string) => Promise<R | null>;
+
+interface Caller {
+  resolve(row: unknown[] | null): void;
+  reject(error: unknown): void;
+}
+
+/** The keys each statement was asked for in one turn, with who asked. */
+type Asked = Map<PointStatement, Map<string, Caller[]>>;
 
 interface Lease {
   client: Promise<PoolClient>;
   reads: number;
-  corked: boolean;
   /** A connection error seen on it: the connection is discarded when released. */
   failed?: Error;
 }
 
-/** The rows of a statement read with `rowMode: 'array'`, each as `R`. */
-export type PointRead = <R extends unknown[]>(config: QueryArrayConfig) => Promise<R[]>;
+/** A point read on one connection of its own (in a transaction): the statement with one key. */
+export function pointReadOn(client: Pick<Client, 'query'>): PointRead {
+  return async <R extends unknown[]>(statement: PointStatement, key: string) =>
+    (await client.query<R>({ name: statement.name, text: statement.text, values: [[key]], rowMode: 'array' })).rows[0] ?? null;
+}
 
 export function createPointReads(pool: Pool): PointRead {
   let shared: Lease | null = null;
@@ -38,11 +64,13 @@ export function createPointReads(pool: Pool): PointRead {
       checkingOut--;
     }
   };
-  return async <R extends unknown[]>(config: QueryArrayConfig) => {
+  let asked: Asked = new Map();
+
+  const send = async (turn: Asked) => {
     // Other work waiting for a connection goes first: reads stop joining this one, so
     // that it is released once they are answered (with a pool of one, to that work).
     if (!shared || shared.reads >= readsPerConnection || pool.waitingCount > checkingOut) {
-      shared = { client: checkOut(), reads: 0, corked: false };
+      shared = { client: checkOut(), reads: 0 };
     }
     const lease = shared;
     lease.reads++;
@@ -50,32 +78,51 @@ export function createPointReads(pool: Pool): PointRead {
     try {
       client = await lease.client;
     } catch (error) {
-      // Every read waiting for this connection fails with it; the next one asks again.
+      // Every read waiting for this connection fails with it; the next turn asks again.
       if (shared === lease) shared = null;
-      throw error;
+      for (const callers of turn.values()) for (const waiting of callers.values()) for (const caller of waiting) caller.reject(error);
+      return;
     }
-    if (!lease.corked) {
-      const socket = (client as unknown as Client).connection.stream;
-      lease.corked = true;
-      socket.cork();
-      setImmediate(() => {
-        lease.corked = false;
-        socket.uncork();
-      });
+    const socket = (client as unknown as Client).connection.stream;
+    socket.cork();
+    const sent = [...turn].map(([statement, callers]) => ({
+      statement,
+      callers,
+      answer: client.query<unknown[]>({ name: statement.name, text: statement.text, values: [[...callers.keys()]], rowMode: 'array' }),
+    }));
+    socket.uncork();
+    for (const { statement, callers, answer } of sent) {
+      try {
+        const rows = new Map((await answer).rows.map((row) => [String(row[statement.keyColumn]), row]));
+        for (const [key, waiting] of callers) for (const caller of waiting) caller.resolve(rows.get(key) ?? null);
+      } catch (error) {
+        if (isConnectionError(error)) {
+          lease.failed = error as Error;
+          if (shared === lease) shared = null;
+        }
+        for (const waiting of callers.values()) for (const caller of waiting) caller.reject(error);
+      }
     }
-    try {
-      return (await client.query<R>(config)).rows;
-    } catch (error) {
-      if (isConnectionError(error)) {
-        lease.failed = error as Error;
-        if (shared === lease) shared = null;
-      }
-      throw error;
-    } finally {
-      if (--lease.reads === 0) {
-        if (shared === lease) shared = null;
-        client.release(lease.failed);
-      }
+    if (--lease.reads === 0) {
+      if (shared === lease) shared = null;
+      client.release(lease.failed);
     }
   };
+
+  const flush = () => {
+    const turn = asked;
+    asked = new Map();
+    void send(turn);
+  };
+
+  return <R extends unknown[]>(statement: PointStatement, key: string) =>
+    new Promise<R | null>((resolve, reject) => {
+      if (asked.size === 0) setImmediate(flush);
+      let callers = asked.get(statement);
+      if (!callers) asked.set(statement, (callers = new Map<string, Caller[]>()));
+      const caller = { resolve: resolve as Caller['resolve'], reject };
+      const waiting = callers.get(key);
+      if (waiting) waiting.push(caller);
+      else callers.set(key, [caller]);
+    });
 }

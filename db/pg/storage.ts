@@ -7,11 +7,11 @@ import { and, asc, count, desc, eq, gt, gte, inArray, isNull, lte, or, sql, type
 import { drizzle, type NodePgDatabase } from 'drizzle-orm/node-postgres';
 import { migrate } from 'drizzle-orm/node-postgres/migrator';
 import type { AnyPgColumn } from 'drizzle-orm/pg-core';
-import { Client, type Pool, type PoolClient, type QueryArrayConfig } from 'pg';
+import { Client, type Pool, type PoolClient } from 'pg';
 import type { Queries, Storage } from '../../domain/storage';
 import type { PetStatus, Role } from '../../domain/types';
 import { asUnavailable, connectionSocket, createAvailability, isConnectionError, openPool } from './connection';
-import { createPointReads, type PointRead } from './point-reads';
+import { createPointReads, pointReadOn, type PointRead, type PointStatement } from './point-reads';
 import { toAccount, toApiKey, toCategory, toMessage, toOrder, toPet } from '../rows';
 import * as schema from './schema';
 import { accounts, apiKeys, categories, deprecatedCalls, idempotencyKeys, inventory, messages, orders, pets, rateLimits } from './schema';
@@ -106,14 +106,22 @@ interface PlacedRow {
 /**
  * The two statements of an authenticated `GET /pets/{id}` (the key with its owner's role,
  * the pet), run by node-postgres directly: rows as arrays, read by position, without
- * drizzle's work per call (placeholders filled, each row mapped field by field). Outside
- * a transaction they are point reads (db/pg/point-reads.ts), sharing a connection and a
- * write with the other requests' reads. node-postgres reads a bigint as a string.
+ * drizzle's work per call (placeholders filled, each row mapped field by field). Each
+ * reads an array of keys: outside a transaction they are point reads (db/pg/point-reads.ts),
+ * one statement for the keys of every request that asked in a turn; in one, one key.
+ * node-postgres reads a bigint as a string, which is how the pet's key is given.
  */
-const findKeyOwnerSql =
-  'select k.id, k.account_id, a.role, k.expires_at, k.revoked_at, k.last_used_at, k.key_hash from api_keys k join accounts a on a.id = k.account_id where k.key_hash = $1::text';
+const findKeyOwner: PointStatement = {
+  name: 'find_key_owner',
+  text: 'select k.id, k.account_id, a.role, k.expires_at, k.revoked_at, k.last_used_at, k.key_hash from api_keys k join accounts a on a.id = k.account_id where k.key_hash = any($1::text[])',
+  keyColumn: 6,
+};
 type KeyOwnerRow = [string, string, Role, string | null, string | null, string | null, string];
-const findPetSql = 'select id, name, category_id, status from pets where id = $1::bigint';
+const findPet: PointStatement = {
+  name: 'find_pet',
+  text: 'select id, name, category_id, status from pets where id = any($1::bigint[])',
+  keyColumn: 0,
+};
 type PetRow = [string, string, string, PetStatus];
 
 /**
@@ -342,7 +350,7 @@ function createQueries(db: Executor, read: PointRead): Queries {
 
     insertApiKey: async (input) => toApiKey((await db.insert(apiKeys).values(input).returning())[0]!),
     async findKeyOwner(hash) {
-      const row = first(await read<KeyOwnerRow>({ name: 'find_key_owner', text: findKeyOwnerSql, values: [hash], rowMode: 'array' }));
+      const row = await read<KeyOwnerRow>(findKeyOwner, hash);
       if (!row) return null;
       const [keyId, accountId, role, expiresAt, revokedAt, lastUsedAt, keyHash] = row;
       return { keyId: Number(keyId), accountId: Number(accountId), role, expiresAt, revokedAt, lastUsedAt, keyHash };
@@ -403,7 +411,7 @@ function createQueries(db: Executor, read: PointRead): Queries {
       return (await petsPages[shape]!.execute(values)).map(toPet);
     },
     async findPet(id) {
-      const row = first(await read<PetRow>({ name: 'find_pet', text: findPetSql, values: [id], rowMode: 'array' }));
+      const row = await read<PetRow>(findPet, String(id));
       return row ? { id: Number(row[0]), name: row[1], categoryId: Number(row[2]), status: row[3] } : null;
     },
     async insertPet(input) {
@@ -533,7 +541,7 @@ interface Session {
  * and answered with the COMMIT, which fails if it did (the transaction commits all or nothing).
  */
 function createSession(db: Executor): Session {
-  const queries = createQueries(db, async <R extends unknown[]>(config: QueryArrayConfig) => (await db.$client.query<R>(config)).rows);
+  const queries = createQueries(db, pointReadOn(db.$client));
   const session: Session = {
     writes: [],
     queries: {
