@@ -80,39 +80,55 @@ export function createPointReads(pool: Pool): PointRead {
     } catch (error) {
       // Every read waiting for this connection fails with it; the next turn asks again.
       if (shared === lease) shared = null;
-      for (const callers of turn.values()) for (const waiting of callers.values()) for (const caller of waiting) caller.reject(error);
-      return;
+      throw error;
     }
-    const socket = (client as unknown as Client).connection.stream;
-    socket.cork();
-    const sent = [...turn].map(([statement, callers]) => ({
-      statement,
-      callers,
-      answer: client.query<unknown[]>({ name: statement.name, text: statement.text, values: [[...callers.keys()]], rowMode: 'array' }),
-    }));
-    socket.uncork();
-    for (const { statement, callers, answer } of sent) {
+    try {
+      const socket = (client as unknown as Client).connection.stream;
+      socket.cork();
+      let sent;
       try {
-        const rows = new Map((await answer).rows.map((row) => [String(row[statement.keyColumn]), row]));
-        for (const [key, waiting] of callers) for (const caller of waiting) caller.resolve(rows.get(key) ?? null);
-      } catch (error) {
-        if (isConnectionError(error)) {
-          lease.failed = error as Error;
-          if (shared === lease) shared = null;
-        }
-        for (const waiting of callers.values()) for (const caller of waiting) caller.reject(error);
+        sent = [...turn].map(([statement, callers]) => ({
+          statement,
+          callers,
+          answer: client.query<unknown[]>({ name: statement.name, text: statement.text, values: [[...callers.keys()]], rowMode: 'array' }),
+        }));
+      } finally {
+        socket.uncork();
       }
-    }
-    if (--lease.reads === 0) {
-      if (shared === lease) shared = null;
-      client.release(lease.failed);
+      // Each answer handled as it comes, every one from the start: a connection that fails
+      // fails them all at once, and none may go unheard meanwhile.
+      await Promise.all(
+        sent.map(({ statement, callers, answer }) =>
+          answer.then(
+            ({ rows }) => {
+              const byKey = new Map(rows.map((row) => [String(row[statement.keyColumn]), row]));
+              for (const [key, waiting] of callers) for (const caller of waiting) caller.resolve(byKey.get(key) ?? null);
+            },
+            (error: unknown) => {
+              if (isConnectionError(error)) {
+                lease.failed = error as Error;
+                if (shared === lease) shared = null;
+              }
+              for (const waiting of callers.values()) for (const caller of waiting) caller.reject(error);
+            },
+          ),
+        ),
+      );
+    } finally {
+      if (--lease.reads === 0) {
+        if (shared === lease) shared = null;
+        client.release(lease.failed);
+      }
     }
   };
 
   const flush = () => {
     const turn = asked;
     asked = new Map();
-    void send(turn);
+    // A caller already answered is not answered again: this reaches only those left waiting.
+    send(turn).catch((error: unknown) => {
+      for (const callers of turn.values()) for (const waiting of callers.values()) for (const caller of waiting) caller.reject(error);
+    });
   };
 
   return <R extends unknown[]>(statement: PointStatement, key: string) =>
