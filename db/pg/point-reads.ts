@@ -16,7 +16,7 @@ import { isConnectionError } from './connection';
  * so that one server process does not answer every read of a busy instance in turn (the
  * bounds tried: docs/performance.md, "PostgreSQL: an order in one statement").
  */
-const readsPerConnection = 8;
+const turnsPerConnection = 8;
 
 /**
  * A statement that reads rows by key: `$1` is an array of keys, and each row carries its
@@ -41,7 +41,7 @@ type Asked = Map<PointStatement, Map<string, Caller[]>>;
 
 interface Lease {
   client: Promise<PoolClient>;
-  reads: number;
+  turns: number;
   /** A connection error seen on it: the connection is discarded when released. */
   failed?: Error;
 }
@@ -69,11 +69,11 @@ export function createPointReads(pool: Pool): PointRead {
   const send = async (turn: Asked) => {
     // Other work waiting for a connection goes first: reads stop joining this one, so
     // that it is released once they are answered (with a pool of one, to that work).
-    if (!shared || shared.reads >= readsPerConnection || pool.waitingCount > checkingOut) {
-      shared = { client: checkOut(), reads: 0 };
+    if (!shared || shared.turns >= turnsPerConnection || pool.waitingCount > checkingOut) {
+      shared = { client: checkOut(), turns: 0 };
     }
     const lease = shared;
-    lease.reads++;
+    lease.turns++;
     let client: PoolClient;
     try {
       client = await lease.client;
@@ -115,7 +115,7 @@ export function createPointReads(pool: Pool): PointRead {
         ),
       );
     } finally {
-      if (--lease.reads === 0) {
+      if (--lease.turns === 0) {
         if (shared === lease) shared = null;
         client.release(lease.failed);
       }
