@@ -3,10 +3,20 @@
 // bundle beside it (docs/layout.md, "One bundle"). Plain CommonJS: node runs it as it is.
 'use strict';
 const Module = require('node:module');
+const v8 = require('node:v8');
 const { readFileSync, renameSync, rmSync, writeFileSync } = require('node:fs');
 const { dirname, join, resolve } = require('node:path');
 const vm = require('node:vm');
 const { crc32 } = require('node:zlib');
+
+// No allocation-site pretenuring. V8 allocates an allocation site's objects straight in the
+// old generation once nearly all of them outlived a collection. At start, the collections
+// during the warm-up found the request path's objects alive (its requests were in flight),
+// V8 decided so for its sites and kept to it: under load their objects died in the old
+// generation, a full collection every 0.3 to 0.6 s. Young, they die in the young
+// generation's collections (docs/performance.md, "Collections"). First, before anything is
+// compiled: V8's code caches are keyed by its flags.
+v8.setFlagsFromString('--no-allocation-site-pretenuring');
 
 // The compile cache (in the system's temporary folder, or NODE_COMPILE_CACHE): a start after
 // the first reads the compiled code of the modules loaded from node_modules instead of
