@@ -13,9 +13,9 @@ const { crc32 } = require('node:zlib');
 // old generation once nearly all of them outlived a collection. At start, the collections
 // during the warm-up found the request path's objects alive (its requests were in flight),
 // V8 decided so for its sites and kept to it: under load their objects died in the old
-// generation, a full collection every 0.3 to 0.6 s. Young, they die in the young
-// generation's collections (docs/performance.md, "Collections"). First, before anything is
-// compiled: V8's code caches are keyed by its flags.
+// generation, and full collections came many times as often. Young, they die in the young
+// generation's collections (docs/performance.md, "Collections", gives the figures). First,
+// before anything is compiled: V8's code caches are keyed by its flags.
 v8.setFlagsFromString('--no-allocation-site-pretenuring');
 
 // The compile cache (in the system's temporary folder, or NODE_COMPILE_CACHE): a start after
