@@ -8,7 +8,8 @@
 //   greedy:     keeping IN_FLIGHT (8) pipelined `GET PATH` (/healthz) in flight, reading every
 //               answer and sending the next request the moment one is in: a client that does
 //               everything right, only much of it. It checks that every answer is valid HTTP.
-// Stops by itself after DURATION_MS, printing what it saw as one JSON line on stdout.
+// Stops by itself after DURATION_MS, printing what it saw as one JSON line on stdout (with
+// `perSecond`, the answers read in each second from its start).
 //
 //   tsx scripts/drill/attacker.ts slowloris|pipelining|greedy PORT CONNECTIONS DURATION_MS ADDRESS[,ADDRESS...]
 import { connect, type Socket } from 'node:net';
@@ -51,6 +52,9 @@ const seen = {
   answers: {} as Record<string, number>,
   invalid: 0,
 };
+/** The answers read in each second since the start. */
+const perSecond: number[] = [];
+const began = performance.now();
 let held = 0;
 let stopping = false;
 const sockets = new Set<Socket>();
@@ -109,6 +113,8 @@ function greedy(socket: Socket): () => void {
       if (buffered.length < end + 4 + Number(length)) break;
       buffered = buffered.subarray(end + 4 + Number(length));
       seen.answers[status] = (seen.answers[status] ?? 0) + 1;
+      const second = Math.floor((performance.now() - began) / 1000);
+      perSecond[second] = (perSecond[second] ?? 0) + 1;
       answered++;
       if (/\r\nconnection: *close/i.test(head)) {
         socket.end();
@@ -159,6 +165,8 @@ setTimeout(() => {
   stopping = true;
   for (const socket of sockets) socket.destroy();
   const cpu = process.cpuUsage();
-  console.log(JSON.stringify({ ...seen, cpuMs: Math.round((cpu.user + cpu.system) / 1000) }));
+  console.log(
+    JSON.stringify({ ...seen, cpuMs: Math.round((cpu.user + cpu.system) / 1000), perSecond: Array.from(perSecond, (n) => n ?? 0) }),
+  );
   process.exit(0);
 }, durationMs);
