@@ -284,8 +284,12 @@ describe('a client whose requests wait', () => {
       // put-off disabled, none ever does.
       const perConnection = 100;
       for (let attempt = 0; attempt < 20 && http.connections.fairShare.read_deferred === 0; attempt++) {
+        // Every connection accepted before any writes: Node accepts one a turn, and a connection
+        // accepted after the writes has its batch read in a turn of its own.
+        await until(() => http.connections.open === 0);
         const connections = Array.from({ length: 10 }, () => rawConnection(port));
         await Promise.all(connections.map(({ socket }) => new Promise((resolve) => socket.once('connect', resolve))));
+        await until(() => http.connections.open === connections.length);
         const [first, ...others] = connections as [ReturnType<typeof rawConnection>, ...ReturnType<typeof rawConnection>[]];
         first.socket.write(get(0));
         for (const [n, { socket }] of others.entries())
