@@ -34,11 +34,12 @@ function waitForExit(child: ChildProcess, ms: number): Promise<number | null | '
 
 /**
  * The flags the service's node runs with, as package.json's `start` and the Containerfile's
- * ENTRYPOINT pass them: a young generation of 8 MiB semi-spaces, and an old generation of at
+ * ENTRYPOINT pass them: a young generation of 8 MiB semi-spaces, an old generation of at
  * most 1 GiB, which keeps V8 from letting it grow to four times what survives a collection
- * (docs/performance.md, "Memory").
+ * (docs/performance.md, "Memory"), and no memory reducer, which shrank the heap in a quiet
+ * spell so that the next requests paid to grow it again ("Collections").
  */
-export const serviceNodeFlags = ['--max-semi-space-size=8', '--max-old-space-size=1024'];
+export const serviceNodeFlags = ['--max-semi-space-size=8', '--max-old-space-size=1024', '--no-memory-reducer'];
 
 /**
  * Starts the service on an ephemeral port (PORT=0) and resolves once its start-up log
