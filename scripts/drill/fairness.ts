@@ -182,7 +182,7 @@ async function greedyAlone(server: ServerProcess, ms: number): Promise<AloneRoun
   // The attacker's last entry is the moment it stopped: a partial second.
   const perSecond = seen.perSecond as number[];
   const from = aloneSteadyFromMs / 1000;
-  const whole = Math.floor(ms / 1000);
+  const whole = Math.max(from + 1, Math.floor(ms / 1000));
   const sum = (some: number[]) => some.reduce((a, b) => a + b, 0);
   const steadyAnswers = sum(perSecond.slice(from));
   return {
