@@ -54,7 +54,7 @@ const floodMs = measureMs(12_000);
  * arrival's cost, not the steady state's.
  */
 const aloneSteadyFromMs = 2_000;
-const aloneMs = aloneSteadyFromMs + measureMs(12_000) / 4;
+const aloneMs = aloneSteadyFromMs + Math.max(1_000, measureMs(12_000) / 4);
 const aloneWarmMs = measureMs(12_000) / 2;
 const aloneRounds = 3;
 
@@ -182,7 +182,7 @@ async function greedyAlone(server: ServerProcess, ms: number): Promise<AloneRoun
   // The attacker's last entry is the moment it stopped: a partial second.
   const perSecond = seen.perSecond as number[];
   const from = aloneSteadyFromMs / 1000;
-  const whole = Math.max(from + 1, Math.floor(ms / 1000));
+  const whole = Math.floor(ms / 1000);
   const sum = (some: number[]) => some.reduce((a, b) => a + b, 0);
   const steadyAnswers = sum(perSecond.slice(from));
   return {
