@@ -246,7 +246,7 @@ async function main(): Promise<void> {
       envs: Array<Record<string, string>>,
       dbEnv: Record<string, string>,
       postmaster: number | null,
-      load = connections,
+      shapeConnections = connections,
     ) => {
       const servers = [];
       for (const env of envs) {
@@ -255,7 +255,14 @@ async function main(): Promise<void> {
         servers.push(server);
       }
       const who = await prepare(servers[0]!.port, dbEnv);
-      shapes.push({ name, pids: servers.map((s) => s.child.pid!), ports: servers.map((s) => s.port), connections: load, who, postmaster });
+      shapes.push({
+        name,
+        pids: servers.map((s) => s.child.pid!),
+        ports: servers.map((s) => s.port),
+        connections: shapeConnections,
+        who,
+        postmaster,
+      });
     };
     const one = { DATABASE_PATH: join(dir, 'one.db') };
     const two = { DATABASE_PATH: join(dir, 'two.db') };
