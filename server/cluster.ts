@@ -11,14 +11,18 @@
 // new socket), where one socket held by the primary kept them.
 //
 // SIGTERM/SIGINT are forwarded to every worker; each drains its requests and exits; the
-// primary exits 0 once all have (1 if any did not exit cleanly). A worker that dies on its
-// own is replaced; one that exits before it listens (it could not start) stops them all.
+// primary exits 0 once all have (1 if any did not exit cleanly). A worker still starting
+// is told once it listens: until its handlers are in place the signal would kill it
+// undrained. A worker that dies on its own is replaced; one that exits before it listens
+// (it could not start) stops them all. The primary counts its workers itself: Node's
+// `cluster.workers` keeps one that has exited until its channel has closed as well, and
+// the two come in either order.
 import cluster, { type Worker } from 'node:cluster';
 import type { Logger } from 'pino';
 import type { Config } from './config';
 import { checkListen, prepareStorageWhenReachable, reportNewDatabase } from './startup';
 
-/** What a worker that listens on a socket of its own says to its primary once it does. */
+/** What a worker says to its primary once it listens and handles SIGTERM and SIGINT. */
 export const workerListening = { petstore: 'listening' } as const;
 
 export async function startPrimary(config: Config, log: Logger): Promise<void> {
@@ -30,16 +34,19 @@ export async function startPrimary(config: Config, log: Logger): Promise<void> {
   // The primary serves nothing: its connection closes before the workers open theirs.
   await storage.close();
 
-  let stopping = false;
+  let stopping: NodeJS.Signals | undefined;
   let failed = false;
-  const fork = () => cluster.fork();
+  const live = new Set<Worker>();
+  const fork = () => live.add(cluster.fork());
 
   const listened = new WeakSet<Worker>();
-  cluster.on('listening', (worker: Worker) => listened.add(worker));
   cluster.on('message', (worker: Worker, message: unknown) => {
-    if ((message as typeof workerListening | undefined)?.petstore === workerListening.petstore) listened.add(worker);
+    if ((message as typeof workerListening | undefined)?.petstore !== workerListening.petstore) return;
+    listened.add(worker);
+    if (stopping) worker.process.kill(stopping);
   });
   cluster.on('exit', (worker: Worker, code, signal) => {
+    live.delete(worker);
     // A worker that could not start (it said why in one line) would fail again: stop.
     if (!stopping && !listened.has(worker)) {
       failed = true;
@@ -52,7 +59,7 @@ export async function startPrimary(config: Config, log: Logger): Promise<void> {
       return;
     }
     if (code !== 0) failed = true;
-    if (Object.keys(cluster.workers ?? {}).length === 0) {
+    if (live.size === 0) {
       log.info('Stopped');
       process.exit(failed ? 1 : 0);
     }
@@ -60,10 +67,10 @@ export async function startPrimary(config: Config, log: Logger): Promise<void> {
 
   const stop = (signal: NodeJS.Signals) => {
     if (stopping) return;
-    stopping = true;
+    stopping = signal;
     log.info(`${signal}: asking ${config.webConcurrency} workers to drain`);
-    for (const worker of Object.values(cluster.workers ?? {})) worker?.process.kill(signal);
-    if (Object.keys(cluster.workers ?? {}).length === 0) process.exit(failed ? 1 : 0);
+    for (const worker of live) if (listened.has(worker)) worker.process.kill(signal);
+    if (live.size === 0) process.exit(failed ? 1 : 0);
   };
   process.on('SIGTERM', () => stop('SIGTERM'));
   process.on('SIGINT', () => stop('SIGINT'));

@@ -87,8 +87,6 @@ async function main(): Promise<void> {
   // of 0 would give each worker a different one); the primary then passes no connection.
   const ownSocket = cluster.isWorker && process.platform === 'linux' && config.port !== 0;
   await listenOrFail(server, config, http.backlog, ownSocket);
-  // Its primary learns it from this message: a socket of its own is not the primary's to report.
-  if (ownSocket) process.send?.(workerListening);
   const worker: DeliveryWorker = startDeliveryWorker({ storage, config, log, onDelivered: metrics?.delivered });
   overload?.start();
 
@@ -131,6 +129,8 @@ async function main(): Promise<void> {
   };
   process.on('uncaughtException', crash('uncaughtException'));
   process.on('unhandledRejection', crash('unhandledRejection'));
+  // A worker tells its primary it listens once a signal would drain it (server/cluster.ts).
+  if (cluster.isWorker) process.send?.(workerListening);
 
   const address = server.address();
   const port = typeof address === 'object' && address ? address.port : config.port;

@@ -248,6 +248,23 @@ describe('SIGTERM under load from keep-alive clients', () => {
   );
 });
 
+describe('SIGTERM to a cluster whose workers are still starting', () => {
+  const dir = mkdtempSync(join(tmpdir(), 'petstore-shutdown-starting-'));
+  afterAll(() => rmSync(dir, { recursive: true, force: true }));
+
+  // The signal comes as the first of four workers listens, on two cores while the others
+  // still load: each is told once it listens, and none dies of the signal undrained.
+  it('every worker drains and says "Stopped", then the primary; exit 0', async () => {
+    for (let round = 0; round < 3; round++) {
+      const server = await startServer({ DATABASE_PATH: join(dir, `starting-${round}.db`), WEB_CONCURRENCY: '4' }, 60_000);
+      expect(await server.stop()).toBe(0);
+      const lines = server.log();
+      expect(lines.match(/listening on/g)?.length).toBe(4);
+      expect(lines.match(/"Stopped"/g)?.length).toBe(5);
+    }
+  }, 120_000);
+});
+
 describe('a bug outside any request (an uncaught exception, an unhandled rejection)', () => {
   const dir = mkdtempSync(join(tmpdir(), 'petstore-crash-'));
   afterAll(() => rmSync(dir, { recursive: true, force: true }));
