@@ -35,6 +35,11 @@ export function openDatabase(
   // bounded time (DATABASE_TIMEOUT_MS).
   sqlite.pragma(`busy_timeout = ${Math.trunc(busyTimeoutMs)}`);
   sqlite.pragma('foreign_keys = ON');
+  // SQLite's own default page cache, not the larger one better-sqlite3 builds it with. What
+  // this connection caches is mostly the pages it has just written, which no one reads
+  // through it again; the larger cache held them until it was full, so the process grew
+  // with the file (docs/performance.md, "Memory"). The reading connection keeps the larger one.
+  sqlite.pragma('cache_size = -2000');
   if (maxSizeMb !== undefined) {
     const pageSize = sqlite.pragma('page_size', { simple: true }) as number;
     sqlite.pragma(`max_page_count = ${Math.floor((maxSizeMb * 1024 * 1024) / pageSize)}`);
