@@ -252,8 +252,8 @@ describe('SIGTERM to a cluster whose workers are still starting', () => {
   const dir = mkdtempSync(join(tmpdir(), 'petstore-shutdown-starting-'));
   afterAll(() => rmSync(dir, { recursive: true, force: true }));
 
-  // The signal comes as the first of four workers listens, on two cores while the others
-  // still load: each is told once it listens, and none dies of the signal undrained.
+  // The signal comes as the first worker listens, while the others, more than the machine
+  // has cores, still load: each is told once it listens, and none dies of it undrained.
   it('every worker drains and says "Stopped", then the primary; exit 0', async () => {
     for (let round = 0; round < 3; round++) {
       const server = await startServer({ DATABASE_PATH: join(dir, `starting-${round}.db`), WEB_CONCURRENCY: '4' }, 60_000);

@@ -138,9 +138,8 @@ async function flood(dir: string, flood: (typeof floods)[number], proxied: boole
         `${quiet.filter((s) => s.ok).length}/${quiet.length} answered, p99 ${percentile(quiet, 99).toFixed(0)} ms):`,
     );
     // A flood that fails is run once more: a pause of the machine's own, which no reading of
-    // /proc/stat shows, can carry one flood past the p99 line (the other client alone has
-    // read a p99 of 46 ms on a CI machine with no other work). A fair share that does not
-    // hold fails both.
+    // /proc/stat shows, can carry one flood past the p99 line (docs/operations.md, "The
+    // fairness drill"). A fair share that does not hold fails both.
     let failedOnce = false;
     for (let attempt = 1; verdict === undefined && attempt <= attempts; attempt++) {
       if (attempt > 1) await new Promise((r) => setTimeout(r, 10_000));
