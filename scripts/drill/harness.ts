@@ -347,8 +347,12 @@ export async function runDrill(drill: string, scenarios: Scenario[], client: Oth
     // The same process, still there, answers.
     const after = await otherClient(base, client, key, 2_000);
     const alive = server.child.exitCode === null && server.child.signalCode === null && after.every((s) => s.ok);
+    const notAnswered = after.flatMap((s, i) =>
+      s.failure ? [`${s.failure} after ${s.ms.toFixed(0)} ms, sent ${i * client.everyMs} ms in`] : [],
+    );
     console.log(
-      `${alive ? 'ok  ' : 'FAIL'} afterwards: the same process (pid ${pid}) answered ${after.filter((s) => s.ok).length}/${after.length}`,
+      `${alive ? 'ok  ' : 'FAIL'} afterwards: the same process (pid ${pid}) answered ${after.filter((s) => s.ok).length}/${after.length}` +
+        (notAnswered.length > 0 ? `; not answered: ${notAnswered.join(', ')}` : ''),
     );
     console.log(`service peak RSS over the whole drill (VmHWM): ${statusMb(pid, 'VmHWM').toFixed(0)} MB`);
     if (!alive) failed = true;
