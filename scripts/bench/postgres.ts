@@ -14,9 +14,9 @@
 // the server runs on this machine) spent, from /proc/PID/stat, and divides it by the
 // requests served: on two shared cores, wall-clock rates say who won the cores, CPU per
 // request says what a request costs. Nothing is pinned here: WEB_CONCURRENCY is there to
-// use every core, so pinning the service to one would measure nothing. A warm-up, then
-// interleaved rounds; ratios are medians of per-round ratios, so drift in machine load
-// hits both sides alike. Targets are marked met or not; it exits 0 either way.
+// use every core, so pinning the service to one would measure nothing. Each shape and load
+// is warmed until its CPU per request stops falling, then measured in interleaved rounds;
+// ratios are medians of per-round ratios, so drift in machine load hits both sides alike. Targets are marked met or not; it exits 0 either way.
 import { execFile, spawn, spawnSync, type ChildProcess } from 'node:child_process';
 import { mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -206,6 +206,25 @@ async function measure(shape: Shape, load: Load, duration: number): Promise<Samp
   return { rps: served / duration, cpu: (cpu1 - cpu0) / served, dbCpu: (db1 - db0) / served };
 }
 
+/**
+ * Loads in slices of 1 s until the CPU per request stops falling: 3 slices in a row within 3%
+ * of the best before them (at most BENCH_WARM_MAX s, 30 by default). The seconds it fell for.
+ */
+const warmCapS = Number(process.env.BENCH_WARM_MAX ?? 30);
+async function warm(shape: Shape, load: Load): Promise<number> {
+  let best = Infinity;
+  let flat = 0;
+  let slices = 0;
+  while (flat < 3 && slices < warmCapS) {
+    const { cpu } = await measure(shape, load, 1);
+    slices++;
+    if (cpu < best / 1.03) flat = 0;
+    else flat++;
+    best = Math.min(best, cpu);
+  }
+  return slices - flat;
+}
+
 const median = (xs: number[]) => {
   const s = xs.filter((x) => Number.isFinite(x)).sort((a, b) => a - b);
   if (s.length === 0) return NaN;
@@ -300,7 +319,13 @@ async function main(): Promise<void> {
       { name: KEYED, method: 'POST', path: '/store/orders', body: JSON.stringify({ petId }), keyed: true },
     ];
     const samples = new Map<string, Sample[]>();
-    for (const shape of shapes) for (const load of loads(shape.who.petId)) await measure(shape, load, 2); // warm-up
+    // Each shape and load warmed as the throughput part warms its targets: a process serves
+    // a load at full speed only after seconds of it (docs/performance.md, "Warm before ready").
+    const warmed: string[] = [];
+    for (const shape of shapes) {
+      for (const load of loads(shape.who.petId)) warmed.push(`${shape.name}, ${load.name}: ${await warm(shape, load)} s`);
+    }
+    console.log(`Warm-up, seconds of load until the CPU per request stopped falling: ${warmed.join('; ')}\n`);
     for (let round = 0; round < rounds; round++) {
       for (let i = 0; i < shapes.length; i++) {
         // Each round starts one shape further on, so no shape always follows the same one.
