@@ -16,7 +16,8 @@
 // request says what a request costs. Nothing is pinned here: WEB_CONCURRENCY is there to
 // use every core, so pinning the service to one would measure nothing. Each shape and load
 // is warmed until its CPU per request stops falling, then measured in interleaved rounds;
-// ratios are medians of per-round ratios, so drift in machine load hits both sides alike. Targets are marked met or not; it exits 0 either way.
+// ratios are medians of per-round ratios, so drift in machine load hits both sides alike.
+// Targets are marked met or not; it exits 0 either way.
 import { execFile, spawn, spawnSync, type ChildProcess } from 'node:child_process';
 import { mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
