@@ -1,6 +1,6 @@
-// What the bench's parts share: their numeric settings, the median they compare by, a free
-// port for a server, a customer's key made over HTTP as the README's first calls do, and a
-// process's CPU time from /proc.
+// What the bench's parts share: their numeric settings, the median they compare by, the warm-up
+// rule, a free port for a server, a customer's key made over HTTP as the README's first calls
+// do, and a process's CPU time from /proc.
 import { spawnSync } from 'node:child_process';
 import { readFileSync } from 'node:fs';
 import { createServer } from 'node:net';
@@ -26,6 +26,27 @@ export const median = (xs: number[]) => {
   const mid = s.length >> 1;
   return s.length % 2 ? (s[mid] as number) : ((s[mid - 1] as number) + (s[mid] as number)) / 2;
 };
+
+/**
+ * Warms a target in slices of 1 s of load (`slice` runs one and gives its CPU µs per request)
+ * while the CPU per request still falls: until 3 slices in a row come within 3% of the best
+ * before them, at most BENCH_WARM_MAX (30 by default). Each slice's figure, and the seconds
+ * it fell for.
+ */
+export async function warmUntilStable(slice: () => Promise<number>): Promise<{ cpuUs: number[]; seconds: number }> {
+  const cap = num('BENCH_WARM_MAX', 30);
+  const cpuUs: number[] = [];
+  let best = Infinity;
+  let flat = 0;
+  while (flat < 3 && cpuUs.length < cap) {
+    const cpu = await slice();
+    cpuUs.push(cpu);
+    if (cpu < best / 1.03) flat = 0;
+    else flat++;
+    best = Math.min(best, cpu);
+  }
+  return { cpuUs, seconds: cpuUs.length - flat };
+}
 
 export async function freePort(): Promise<number> {
   const server = createServer();

@@ -13,16 +13,12 @@ import { createApp } from '../../server/app';
 import { loadConfig } from '../../server/config';
 import { encodeCursor } from '../../handlers/pagination';
 import { generateApiKey } from '../../domain/api-keys';
+import { median } from './common';
 
 const pageSize = 20;
 const deepPage = 10_000;
 const petCount = pageSize * deepPage + pageSize;
 const rounds = Number(process.env.BENCH_ROUNDS ?? 300);
-
-const median = (xs: number[]) => {
-  const s = [...xs].sort((a, b) => a - b);
-  return s[Math.floor(s.length / 2)] as number;
-};
 
 export async function benchPagination(): Promise<void> {
   const db = createDatabase(join(mkdtempSync(join(tmpdir(), 'petstore-bench-pages-')), 'petstore.db'));

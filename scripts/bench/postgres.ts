@@ -24,7 +24,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
 import { Client } from 'pg';
-import { builtService, clockTicks, freePort, stat } from './common';
+import { builtService, clockTicks, freePort, median, stat, warmUntilStable } from './common';
 import { ensureWrk, wrk } from './wrk';
 
 const root = join(__dirname, '..', '..');
@@ -207,31 +207,8 @@ async function measure(shape: Shape, load: Load, duration: number): Promise<Samp
   return { rps: served / duration, cpu: (cpu1 - cpu0) / served, dbCpu: (db1 - db0) / served };
 }
 
-/**
- * Loads in slices of 1 s until the CPU per request stops falling: 3 slices in a row within 3%
- * of the best before them (at most BENCH_WARM_MAX s, 30 by default). The seconds it fell for.
- */
-const warmCapS = Number(process.env.BENCH_WARM_MAX ?? 30);
-async function warm(shape: Shape, load: Load): Promise<number> {
-  let best = Infinity;
-  let flat = 0;
-  let slices = 0;
-  while (flat < 3 && slices < warmCapS) {
-    const { cpu } = await measure(shape, load, 1);
-    slices++;
-    if (cpu < best / 1.03) flat = 0;
-    else flat++;
-    best = Math.min(best, cpu);
-  }
-  return slices - flat;
-}
-
-const median = (xs: number[]) => {
-  const s = xs.filter((x) => Number.isFinite(x)).sort((a, b) => a - b);
-  if (s.length === 0) return NaN;
-  const mid = s.length >> 1;
-  return s.length % 2 ? (s[mid] as number) : ((s[mid - 1] as number) + (s[mid] as number)) / 2;
-};
+/** Loads in slices of 1 s until the CPU per request stops falling (warmUntilStable). The seconds it fell for. */
+const warm = async (shape: Shape, load: Load) => (await warmUntilStable(async () => (await measure(shape, load, 1)).cpu)).seconds;
 
 async function createPgDatabase(name: string): Promise<string> {
   const client = new Client({ connectionString: adminUrl });

@@ -21,7 +21,7 @@ import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { request as httpRequest } from 'node:http';
 import { cpus, loadavg, tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { clockTicks, customerKey, freePort, median, num, stat } from './common';
+import { clockTicks, customerKey, freePort, median, num, stat, warmUntilStable } from './common';
 import { canPin, ensureWrk, wrk, type Load } from './wrk';
 import { openDatabase } from '../../db/client';
 import { createSqliteStorage } from '../../db/sqlite-storage';
@@ -220,20 +220,10 @@ interface Warm {
   seconds: number;
 }
 
-/** Slices of 1 s while throughput per core still rises: it stops when 3 slices in a row beat the best before them by less than 3%. */
-const warmCapS = num('BENCH_WARM_MAX', 30);
-async function warmUntilStable(server: Server, load: Load): Promise<Warm> {
-  const slices: number[] = [];
-  let best = 0;
-  let flat = 0;
-  while (flat < 3 && slices.length < warmCapS) {
-    const perCore = 1e6 / (await fire(server, load, 1)).cpuUs;
-    slices.push(perCore);
-    if (perCore > best * 1.03) flat = 0;
-    else flat++;
-    best = Math.max(best, perCore);
-  }
-  return { slices, seconds: slices.length - flat };
+/** Slices of 1 s while throughput per core still rises (warmUntilStable: CPU per request still falls). */
+async function warmUp(server: Server, load: Load): Promise<Warm> {
+  const { cpuUs, seconds } = await warmUntilStable(async () => (await fire(server, load, 1)).cpuUs);
+  return { slices: cpuUs.map((cpu) => 1e6 / cpu), seconds };
 }
 
 /** The first slice's throughput per core over steady state's (the median of the last three slices). */
@@ -339,7 +329,7 @@ export async function benchThroughput(): Promise<void> {
     // after its start, so its first slice is a new instance's first second), then
     // BENCH_WARMUP more seconds.
     for (const row of rows) {
-      row.warm = await warmUntilStable(row.target.server(), row.target.load);
+      row.warm = await warmUp(row.target.server(), row.target.load);
       if (warmupS > 0) await fire(row.target.server(), row.target.load, warmupS);
     }
     for (let round = 0; round < rounds; round++) {
