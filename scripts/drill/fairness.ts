@@ -65,8 +65,8 @@ const aloneRounds = 3;
  * rounds, on either service. This machine changes speed for tens of seconds at a time (a
  * neighbour on the core, the clock), which /proc/stat does not show as other work: a
  * round then costs either service far more CPU time an answer, and its rate falls with it
- * (docs/operations.md, "The fairness drill"). A fair share that keeps the service idle lowers the rate at the same CPU time
- * an answer, which this does not hide.
+ * (docs/operations.md, "The fairness drill"). A fair share that keeps the service idle
+ * lowers the rate at the same CPU time an answer, which this does not hide.
  */
 const atBestSpeed = 1.3;
 
