@@ -176,9 +176,15 @@ export default tseslint.config(
     languageOptions: { sourceType: 'commonjs', globals: { module: 'writable' } },
   },
   {
-    // The checkpoint and hashing threads' bodies, the bundle's entry and the runtime choice:
+    // The checkpoint, hashing and tracing threads' bodies, the bundle's entry and the runtime choice:
     // plain CommonJS, so node runs them as they are.
-    files: ['db/checkpoint-worker.cjs', 'server/security/hash-worker.cjs', 'server/entry.cjs', 'scripts/runtime.cjs'],
+    files: [
+      'db/checkpoint-worker.cjs',
+      'server/security/hash-worker.cjs',
+      'server/observability/trace-worker.cjs',
+      'server/entry.cjs',
+      'scripts/runtime.cjs',
+    ],
     languageOptions: {
       sourceType: 'commonjs',
       globals: {

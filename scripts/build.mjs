@@ -50,6 +50,7 @@ const assets = [
   'db/pg/migrations',
   'db/checkpoint-worker.cjs',
   'server/security/hash-worker.cjs',
+  'server/observability/trace-worker.cjs',
   'server/pages/docs-assets',
 ];
 
@@ -146,8 +147,21 @@ if (sources.some((source) => newest(join(root, source)) > builtAt())) {
     metafile: true,
     logLevel: 'warning',
   });
+  // The threads' files are copied as they are (assets, below) and load packages of their own
+  // (the tracing thread, OpenTelemetry's SDK): read, not written, for the packages they import.
+  const { metafile: threads } = await esbuild.build({
+    entryPoints: assets.filter((asset) => asset.endsWith('.cjs')).map((asset) => join(root, asset)),
+    outdir: join(root, 'dist', 'threads'),
+    write: false,
+    bundle: true,
+    platform: 'node',
+    packages: 'external',
+    metafile: true,
+    logLevel: 'warning',
+  });
   // The external imports that are packages (pg-native among them, which pg tries and does without).
-  const external = Object.values(metafile.outputs)
+  const external = [metafile, threads]
+    .flatMap((built) => Object.values(built.outputs))
     .flatMap((output) => output.imports)
     .filter((i) => i.external && !isBuiltin(i.path))
     .map((i) =>

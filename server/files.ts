@@ -12,4 +12,5 @@ export const specJsonFile = join(root, 'generated', 'openapi.json');
 /** openapi.yaml as written, served at /openapi.yaml. */
 export const specYamlFile = join(root, 'openapi.yaml');
 export const hashWorkerFile = join(root, 'server', 'security', 'hash-worker.cjs');
+export const traceWorkerFile = join(root, 'server', 'observability', 'trace-worker.cjs');
 export const docsAssetsFolder = join(root, 'server', 'pages', 'docs-assets');

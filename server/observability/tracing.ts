@@ -1,18 +1,24 @@
 // OpenTelemetry traces, when the OTEL_* variables ask for them (config.tracing; docs/operations.md,
-// "Tracing"). The SDK (NodeSDK) reads those variables itself (exporter, protocol, endpoint,
-// headers, service name, batching) but the sampler's: the service decides whether a new trace
-// is kept before any OpenTelemetry call, so that a request left out (99 in 100 at a 1% ratio)
-// costs a random number and nothing else. No instrumentation library: they patch http,
-// express and pg as they load; the spans are made here instead, where the service knows the
-// operation. Off, none of this is loaded or in the request path: createApp adds the
-// middleware and wraps the storage only when given a Tracing.
+// "Tracing"). The service decides whether a new trace is kept before anything else, so that a
+// request left out (99 in 100 at a 1% ratio) costs a random number and nothing else. No
+// instrumentation library: they patch http, express and pg as they load; the spans are
+// recorded here instead, where the service knows the operation. The event loop records a kept
+// request's spans as plain data (ids, times, attributes) and hands them to a thread of its own,
+// where the SDK makes, batches and exports them (trace-worker.cjs): the SDK's spans made on the
+// event loop slowed every request, traced or not (docs/performance.md, "Metrics and tracing").
+// Off, none of this is loaded or in the request path: createApp adds the middleware and wraps
+// the storage only when given a Tracing.
+import { AsyncLocalStorage } from 'node:async_hooks';
+import { randomBytes } from 'node:crypto';
+import { Worker } from 'node:worker_threads';
 import type { Request, RequestHandler } from 'express';
-import { context, propagation, ROOT_CONTEXT, SpanKind, SpanStatusCode, trace, type Tracer } from '@opentelemetry/api';
-import { NodeSDK, resources } from '@opentelemetry/sdk-node';
+import { defaultTextMapGetter, ROOT_CONTEXT, SpanKind, SpanStatusCode, trace, TraceFlags } from '@opentelemetry/api';
+import { hrTime, W3CTraceContextPropagator } from '@opentelemetry/core';
 import {
   AlwaysOffSampler,
   AlwaysOnSampler,
   ParentBasedSampler,
+  SamplingDecision,
   TraceIdRatioBasedSampler,
   type Sampler,
   type SpanProcessor,
@@ -20,7 +26,9 @@ import {
 import type { Logger } from 'pino';
 import type { Queries, Storage } from '../../domain/storage';
 import type { TraceSampler } from '../config';
+import { traceWorkerFile } from '../files';
 import { isProbe } from './log';
+import type { SpanRecord } from './trace-worker.cjs';
 import '../pipeline/request-context';
 
 export interface Tracing {
@@ -38,136 +46,249 @@ const scope = 'petstore-service';
 const everyTrace: TraceSampler = { ratio: 1, parentBased: true };
 
 /**
- * Starts the SDK from the environment; each worker of a cluster exports its own spans.
- * server/main.ts imports this module only when tracing is on, with config.traceSampler.
- * Tests may pass the span processors, which replace the exporter the environment names.
+ * Starts tracing: the SDK on a thread of its own, started from the environment; each
+ * process of a cluster exports its own spans. server/main.ts imports this module only when
+ * tracing is on, with config.traceSampler. Tests may pass the span processors, which
+ * replace the exporter the environment names; the SDK then makes the spans in this thread,
+ * as each ends.
  */
 export function startTracing(
   log: Logger,
   { sampler = everyTrace, spanProcessors }: { sampler?: TraceSampler; spanProcessors?: SpanProcessor[] } = {},
 ): Tracing {
-  const sdk = new NodeSDK({
-    sampler: sdkSampler(sampler),
-    // A name until OTEL_SERVICE_NAME or OTEL_RESOURCE_ATTRIBUTES gives one (detected
-    // attributes override these).
-    resource: resources.defaultResource().merge(resources.resourceFromAttributes({ 'service.name': scope })),
-    // Traces only: metrics are Prometheus's (/metrics), logs are the pino lines.
-    metricReaders: [],
-    logRecordProcessors: [],
-    instrumentations: [],
-    ...(spanProcessors && { spanProcessors }),
-  });
-  sdk.start();
+  const maker = spanProcessors ? inProcess(spanProcessors) : onThread(log);
   log.info('OpenTelemetry tracing is on');
-  const tracer = trace.getTracer(scope);
-  const spans = serverSpans(tracer, sampler);
+  const spans = serverSpans(sampler, maker.record);
   return {
     middleware: spans.middleware,
-    storage: (storage) => tracedStorage(storage, tracer, spans.sampledInFlight),
-    shutdown: () => sdk.shutdown(),
+    storage: (storage) => tracedStorage(storage, spans.current, maker.record),
+    shutdown: maker.shutdown,
+  };
+}
+
+interface Sink {
+  record: (span: SpanRecord) => void;
+  shutdown: () => Promise<void>;
+}
+
+function inProcess(spanProcessors: SpanProcessor[]): Sink {
+  // eslint-disable-next-line @typescript-eslint/no-require-imports -- the file the thread runs, which loads the SDK
+  const { makeSpans } = require(traceWorkerFile) as typeof import('./trace-worker.cjs');
+  const maker = makeSpans({ serviceName: scope, spanProcessors });
+  return { record: (span) => maker.make([span]), shutdown: () => maker.shutdown() };
+}
+
+/** How long finished spans wait on the event loop before they go to the thread together. */
+const handOverMs = 200;
+
+function onThread(log: Logger): Sink {
+  const worker = new Worker(traceWorkerFile, { workerData: { traceWorker: true, serviceName: scope }, execArgv: [] });
+  // The thread never keeps the process alive; the shutdown holds it while it exports.
+  worker.unref();
+  let stopped = false;
+  worker.on('error', (err) => {
+    stopped = true;
+    log.warn({ err }, 'The tracing thread stopped: spans are no longer exported');
+  });
+  let pending: SpanRecord[] = [];
+  let timer: NodeJS.Timeout | undefined;
+  const handOver = () => {
+    timer = undefined;
+    if (pending.length > 0 && !stopped) worker.postMessage({ records: pending });
+    pending = [];
+  };
+  return {
+    record: (span) => {
+      if (stopped) return;
+      pending.push(span);
+      timer ??= setTimeout(handOver, handOverMs).unref();
+    },
+    shutdown: async () => {
+      clearTimeout(timer);
+      handOver();
+      if (stopped) return;
+      worker.ref();
+      const done = new Promise<void>((resolve, reject) => {
+        worker.on('message', (message: { shutdown?: boolean; error?: string }) => {
+          if (!message.shutdown) return;
+          if (message.error) reject(new Error(message.error));
+          else resolve();
+        });
+        worker.once('exit', () => resolve());
+      });
+      worker.postMessage({ shutdown: true });
+      try {
+        await done;
+      } finally {
+        stopped = true;
+        await worker.terminate();
+      }
+    },
   };
 }
 
 /**
- * The SDK's side of the decision. A root span is made only for a new trace the middleware
- * already kept, so the SDK keeps every root; the spans below it follow it. A caller's span
- * (a `traceparent`) is left to the SDK as the standard samplers have it: its sampled flag
- * decides when parent-based, else the ratio by the trace id (TraceIdRatioBased).
+ * The decision for a request that carries a caller's span (a `traceparent`), as the SDK's
+ * standard samplers make it: the caller's sampled flag when parent-based, else the ratio by
+ * the trace id (TraceIdRatioBased). A new trace is the middleware's own draw.
  */
-export function sdkSampler({ ratio, parentBased }: TraceSampler): Sampler {
-  const root = new AlwaysOnSampler();
-  if (parentBased) return new ParentBasedSampler({ root });
-  const byTraceId = ratio >= 1 ? new AlwaysOnSampler() : ratio <= 0 ? new AlwaysOffSampler() : new TraceIdRatioBasedSampler(ratio);
-  return new ParentBasedSampler({ root, remoteParentSampled: byTraceId, remoteParentNotSampled: byTraceId });
+export function callerSampler({ ratio, parentBased }: TraceSampler): Sampler {
+  if (parentBased) return new ParentBasedSampler({ root: new AlwaysOnSampler() });
+  return ratio >= 1 ? new AlwaysOnSampler() : ratio <= 0 ? new AlwaysOffSampler() : new TraceIdRatioBasedSampler(ratio);
 }
+
+/** The span a request's storage calls are children of: the request's, or a transaction's. */
+interface Current {
+  traceId: string;
+  spanId: string;
+  traceState: string | undefined;
+}
+
+/** The current span of a kept request, and a way to make another one current. */
+interface CurrentSpan {
+  /** None outside a kept request, and none looked up while no kept request is in flight. */
+  get(): Current | undefined;
+  run<T>(span: Current, work: () => T): T;
+}
+
+const randomId = (bytes: number): string => {
+  const id = randomBytes(bytes).toString('hex');
+  // An id of zeros is invalid (W3C Trace Context); one in 2^64 draws.
+  return /[^0]/.test(id) ? id : randomId(bytes);
+};
+
+const exceptionOf = (error: unknown): SpanRecord['exception'] => {
+  if (!(error instanceof Error)) return { message: String(error) };
+  const { code } = error as { code?: unknown };
+  return {
+    name: error.name,
+    message: error.message,
+    ...(error.stack !== undefined && { stack: error.stack }),
+    ...((typeof code === 'string' || typeof code === 'number') && { code }),
+  };
+};
 
 /**
  * A SERVER span per request, child of the caller's W3C `traceparent` when it sent one,
  * named by the operationId the validator matched once the response is done (the method
  * alone when none matched). Probes are not traced, as they are not logged.
  */
-export function serverSpans(tracer: Tracer, { ratio }: TraceSampler): { middleware: RequestHandler; sampledInFlight: () => boolean } {
-  // The headers the propagators read (traceparent, tracestate, baggage by default): without
-  // any of them there is no parent to extract, and the request starts a trace.
-  const fields = propagation.fields();
+export function serverSpans(
+  sampling: TraceSampler,
+  record: (span: SpanRecord) => void,
+): { middleware: RequestHandler; current: CurrentSpan } {
+  const propagator = new W3CTraceContextPropagator();
+  // Without a traceparent or tracestate there is no parent to read, and the request starts a trace.
+  const fields = propagator.fields();
   const hasParent = (headers: Request['headers']) => fields.some((field) => headers[field] !== undefined);
+  const sampler = callerSampler(sampling);
   // A new trace is kept with the configured probability. The standard ratio sampler decides
   // by the trace id so that every process of one trace decides alike; a new trace's id is
   // made here, and its spans below follow the root's decision, so a random draw is the same.
+  const { ratio } = sampling;
   const keepNewTrace = ratio >= 1 ? () => true : ratio <= 0 ? () => false : () => Math.random() < ratio;
-  // Sampled requests being served: while none is, a storage call need not look for a span.
+  // The span current while a kept request is served, for its storage calls.
+  const spans = new AsyncLocalStorage<Current>();
+  // Kept requests being served: while none is, a storage call need not look for a span.
   let inFlight = 0;
   const middleware: RequestHandler = (req, res, next) => {
     if (isProbe(req.path)) return next();
-    const parent = hasParent(req.headers) ? propagation.extract(ROOT_CONTEXT, req.headers) : ROOT_CONTEXT;
+    const caller = hasParent(req.headers) ? propagator.extract(ROOT_CONTEXT, req.headers, defaultTextMapGetter) : ROOT_CONTEXT;
+    const parent = trace.getSpanContext(caller);
     // A new trace left out: no span, no ids, no context; the request is served as with
     // tracing off (its access line carries no trace ids).
-    if (trace.getSpanContext(parent) === undefined && !keepNewTrace()) return next();
+    if (parent === undefined && !keepNewTrace()) return next();
     const method = req.method;
-    const span = tracer.startSpan(method, { kind: SpanKind.SERVER }, parent);
-    req.trace = span.spanContext();
+    const traceId = parent?.traceId ?? randomId(16);
+    const spanId = randomId(8);
+    req.trace = { traceId, spanId };
     // A caller's trace left out (its sampled flag off): its ids still go in the access line,
     // to find the caller's trace, and nothing else is done; its storage calls make no span.
-    if (!span.isRecording()) return next();
+    if (parent && sampler.shouldSample(caller, traceId, method, SpanKind.SERVER, {}, []).decision === SamplingDecision.NOT_RECORD)
+      return next();
     inFlight++;
-    span.setAttributes({ 'http.request.method': method, 'url.path': req.path });
+    const start = hrTime();
+    const traceState = parent?.traceState?.serialize();
     res.once('close', () => {
       inFlight--;
       const route = req.operation?.path;
       const status = res.statusCode;
-      span.updateName(req.operation?.id ?? method);
-      if (route) span.setAttribute('http.route', route);
-      span.setAttribute('http.response.status_code', status);
-      if (status >= 500) {
-        span.setStatus({ code: SpanStatusCode.ERROR });
-        span.setAttribute('error.type', String(status));
-      }
+      const attributes: SpanRecord['attributes'] = { 'http.request.method': method, 'url.path': req.path };
+      if (route) attributes['http.route'] = route;
+      attributes['http.response.status_code'] = status;
+      if (status >= 500) attributes['error.type'] = String(status);
       // The client went before its answer was written.
-      if (!res.writableFinished) span.setAttribute('error.type', 'aborted');
-      span.end();
+      if (!res.writableFinished) attributes['error.type'] = 'aborted';
+      record({
+        name: req.operation?.id ?? method,
+        kind: SpanKind.SERVER,
+        traceId,
+        spanId,
+        ...(parent && {
+          parent: { spanId: parent.spanId, traceFlags: parent.traceFlags, isRemote: true, ...(traceState !== undefined && { traceState }) },
+        }),
+        start,
+        end: hrTime(),
+        attributes,
+        ...(status >= 500 && { status: SpanStatusCode.ERROR }),
+      });
     });
-    context.with(trace.setSpan(parent, span), next);
+    spans.run({ traceId, spanId, traceState }, next);
   };
-  return { middleware, sampledInFlight: () => inFlight > 0 };
+  const current: CurrentSpan = {
+    get: () => (inFlight > 0 ? spans.getStore() : undefined),
+    run: (span, work) => spans.run(span, work),
+  };
+  return { middleware, current };
 }
 
 type Method = (...args: unknown[]) => unknown;
 
 /**
- * Each storage call made while a recording span is current (a sampled request's) becomes its child,
+ * Each storage call made while a kept request's span is current becomes its child,
  * `storage.<name>`; `storage.transaction` is the parent of the calls its work makes. Calls
  * outside a request (message delivery, periodic purges) are not traced.
  */
-export function tracedStorage(storage: Storage, tracer: Tracer, sampledInFlight: () => boolean): Storage {
+export function tracedStorage(storage: Storage, current: CurrentSpan, record: (span: SpanRecord) => void): Storage {
   const system = storage.engine === 'postgres' ? 'postgresql' : 'sqlite';
-  // The context is looked up only while a sampled request is being served.
-  const recording = () => sampledInFlight() && trace.getSpan(context.active())?.isRecording() === true;
-  const run = (name: string, kind: SpanKind, call: () => unknown): unknown => {
-    const parent = context.active();
-    const span = tracer.startSpan(`storage.${name}`, { kind, attributes: { 'db.system.name': system, 'db.operation.name': name } }, parent);
-    const failed = (error: unknown) => {
-      span.recordException(error instanceof Error ? error : String(error));
-      span.setStatus({ code: SpanStatusCode.ERROR });
-      span.end();
-    };
+  const run = (parent: Current, name: string, kind: SpanKind, call: () => unknown): unknown => {
+    const span: Current = { traceId: parent.traceId, spanId: randomId(8), traceState: parent.traceState };
+    const start = hrTime();
+    const end = (failed: boolean, error?: unknown) =>
+      record({
+        name: `storage.${name}`,
+        kind,
+        traceId: span.traceId,
+        spanId: span.spanId,
+        parent: {
+          spanId: parent.spanId,
+          traceFlags: TraceFlags.SAMPLED,
+          isRemote: false,
+          ...(parent.traceState !== undefined && { traceState: parent.traceState }),
+        },
+        start,
+        end: hrTime(),
+        attributes: { 'db.system.name': system, 'db.operation.name': name },
+        ...(failed && { status: SpanStatusCode.ERROR, exception: exceptionOf(error) }),
+      });
     let result: unknown;
     try {
-      result = context.with(trace.setSpan(parent, span), call);
+      result = current.run(span, call);
     } catch (error) {
-      failed(error);
+      end(true, error);
       throw error;
     }
     if (!(result instanceof Promise)) {
-      span.end();
+      end(false);
       return result;
     }
     return result.then(
       (value: unknown) => {
-        span.end();
+        end(false);
         return value;
       },
       (error: unknown) => {
-        failed(error);
+        end(true, error);
         throw error;
       },
     );
@@ -180,12 +301,17 @@ export function tracedStorage(storage: Storage, tracer: Tracer, sampledInFlight:
         continue;
       }
       const op = (value as Method).bind(target);
-      // Outside a sampled request (99 in 100 at a 1% ratio) the call goes straight through.
+      // Outside a kept request (99 in 100 at a 1% ratio) the call goes straight through.
       traced[name] =
         name === 'transaction'
-          ? (work: (tx: Queries) => Promise<unknown>) =>
-              recording() ? run(name, SpanKind.INTERNAL, () => op((tx: Queries) => work(wrap(tx)))) : op(work)
-          : (...args: unknown[]) => (recording() ? run(name, SpanKind.CLIENT, () => op(...args)) : op(...args));
+          ? (work: (tx: Queries) => Promise<unknown>) => {
+              const parent = current.get();
+              return parent ? run(parent, name, SpanKind.INTERNAL, () => op((tx: Queries) => work(wrap(tx)))) : op(work);
+            }
+          : (...args: unknown[]) => {
+              const parent = current.get();
+              return parent ? run(parent, name, SpanKind.CLIENT, () => op(...args)) : op(...args);
+            };
     }
     return traced as T;
   };
