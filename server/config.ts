@@ -105,6 +105,20 @@ const tracesExporter = z
       .filter(Boolean),
   )
   .pipe(z.array(z.enum(['otlp', 'console', 'zipkin', 'none'], { error: 'expected otlp, console, zipkin or none (comma-separated)' })));
+// The propagators OpenTelemetry's Node SDK offers, which name where a caller's span is read
+// from; empty is unset.
+const propagators = ['tracecontext', 'baggage', 'b3', 'b3multi', 'jaeger', 'none'] as const;
+export type TracePropagator = (typeof propagators)[number];
+const defaultPropagators: TracePropagator[] = ['tracecontext', 'baggage'];
+const tracePropagators = z
+  .string()
+  .transform((v) =>
+    v
+      .split(',')
+      .map((e) => e.trim())
+      .filter(Boolean),
+  )
+  .pipe(z.array(z.enum(propagators, { error: `expected ${propagators.join(', ')} (comma-separated)` })));
 // The OpenTelemetry specification's samplers (the remote ones, jaeger_remote and xray, are
 // not offered); empty is unset.
 const samplers = [
@@ -205,6 +219,8 @@ const variables = z.object({
   // whether a new trace is kept (server/observability/tracing.ts).
   OTEL_TRACES_SAMPLER: tracesSampler.optional(),
   OTEL_TRACES_SAMPLER_ARG: samplerRatio.optional(),
+  // Read here too: the event loop reads a caller's span, the SDK on its thread does not.
+  OTEL_PROPAGATORS: tracePropagators.optional(),
 });
 
 /** Every environment variable the service reads (docs/configuration.md lists them). */
@@ -308,6 +324,8 @@ const schema = variables
      * and whether a caller's sampled flag decides for a request that carries one.
      */
     traceSampler: traceSampler(e.OTEL_TRACES_SAMPLER ?? 'parentbased_always_on', e.OTEL_TRACES_SAMPLER_ARG ?? 1),
+    /** Where a caller's span is read from, as OTEL_PROPAGATORS names it (default tracecontext,baggage). */
+    tracePropagators: e.OTEL_PROPAGATORS?.length ? e.OTEL_PROPAGATORS : defaultPropagators,
   }));
 
 export interface TraceSampler {

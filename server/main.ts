@@ -74,7 +74,9 @@ async function main(): Promise<void> {
   if (metrics && cluster.isWorker) metricsModule().reportToPrimary(metrics.registry);
   else if (metrics && config.metrics)
     await metricsModule().serveMetrics(config.metrics, metricsModule().expositionOf(metrics.registry), log);
-  const tracing = config.tracing ? tracingModule().startTracing(log, { sampler: config.traceSampler }) : undefined;
+  const tracing = config.tracing
+    ? tracingModule().startTracing(log, { sampler: config.traceSampler, propagators: config.tracePropagators })
+    : undefined;
   const deprecatedCalls = createDeprecatedCallLog(storage, log);
   const overload = createOverloadMonitor(config.overloadEventLoopDelayMs, log);
   const warming: WarmUpState = { pending: config.warmUpMs > 0 };

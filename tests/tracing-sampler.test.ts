@@ -8,9 +8,11 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { ROOT_CONTEXT, SpanKind, trace, TraceFlags } from '@opentelemetry/api';
 import { InMemorySpanExporter, SamplingDecision, SimpleSpanProcessor } from '@opentelemetry/sdk-trace-base';
+import express from 'express';
 import request from 'supertest';
 import { loadConfig } from '../server/config';
-import { callerSampler, startTracing } from '../server/observability/tracing';
+import type { SpanRecord } from '../server/observability/trace-worker.cjs';
+import { callerPropagator, callerSampler, serverSpans as requestSpans, startTracing } from '../server/observability/tracing';
 import { captureLog, customer, setupApp, testStorage, type Caller } from './helpers';
 
 const ratio = 0.25;
@@ -120,5 +122,52 @@ describe("the decision for a caller's trace, by sampler", () => {
     ]);
     expect([decide('traceidratio', '0.5', low, false), decide('traceidratio', '0.5', high, true)]).toEqual([record, drop]);
     expect([decide('always_on', undefined, high, false), decide('always_off', undefined, low, true)]).toEqual([record, drop]);
+  });
+});
+
+describe("a caller's span, read from the headers OTEL_PROPAGATORS names", () => {
+  const traceId = 'c'.repeat(32);
+  const spanId = 'd'.repeat(16);
+  /** The server span a request with `headers` gets, under the propagators the variable names. */
+  const spanOf = async (variable: string | undefined, headers: Record<string, string>) => {
+    const { tracePropagators } = loadConfig(variable === undefined ? {} : { OTEL_PROPAGATORS: variable });
+    const records: SpanRecord[] = [];
+    const spans = requestSpans({ ratio: 1, parentBased: true }, callerPropagator(tracePropagators), (span) => records.push(span));
+    const app = express().use(spans.middleware);
+    app.get('/traced', (_req, res) => res.json({}));
+    expect((await request(app).get('/traced').set(headers)).status).toBe(200);
+    await new Promise((resolve) => setImmediate(resolve));
+    expect(records).toHaveLength(1);
+    return records[0] as SpanRecord;
+  };
+  const traceparent = { traceparent: `00-${traceId}-${spanId}-01` };
+
+  it('reads a W3C traceparent by default, and a B3 or Jaeger header when named', async () => {
+    for (const [variable, headers] of [
+      [undefined, traceparent],
+      ['b3', { b3: `${traceId}-${spanId}-1` }],
+      ['b3multi', { 'X-B3-TraceId': traceId, 'X-B3-SpanId': spanId, 'X-B3-Sampled': '1' }],
+      ['jaeger', { 'uber-trace-id': `${traceId}:${spanId}:0:1` }],
+      ['tracecontext,b3', { b3: `${traceId}-${spanId}-1` }],
+    ] as const) {
+      const span = await spanOf(variable, headers);
+      expect([variable, span.traceId, span.parent?.spanId, span.parent?.isRemote]).toEqual([variable, traceId, spanId, true]);
+    }
+  });
+
+  it('starts a trace where the propagators named do not read the header sent, or none is named', async () => {
+    for (const [variable, headers] of [
+      ['b3', traceparent],
+      ['none', traceparent],
+    ] as const) {
+      const span = await spanOf(variable, headers);
+      expect([variable, span.parent, span.traceId === traceId]).toEqual([variable, undefined, false]);
+    }
+  });
+
+  it('refuses at start a propagator the SDK does not offer', () => {
+    expect(() => loadConfig({ OTEL_PROPAGATORS: 'tracecontext,xray' })).toThrow(
+      /OTEL_PROPAGATORS=tracecontext,xray: expected tracecontext/,
+    );
   });
 });

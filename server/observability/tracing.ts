@@ -12,8 +12,16 @@ import { AsyncLocalStorage } from 'node:async_hooks';
 import { randomBytes } from 'node:crypto';
 import { Worker } from 'node:worker_threads';
 import type { Request, RequestHandler } from 'express';
-import { defaultTextMapGetter, ROOT_CONTEXT, SpanKind, SpanStatusCode, trace, TraceFlags } from '@opentelemetry/api';
-import { hrTime, W3CTraceContextPropagator } from '@opentelemetry/core';
+import {
+  defaultTextMapGetter,
+  ROOT_CONTEXT,
+  SpanKind,
+  SpanStatusCode,
+  trace,
+  TraceFlags,
+  type TextMapPropagator,
+} from '@opentelemetry/api';
+import { CompositePropagator, hrTime, W3CBaggagePropagator, W3CTraceContextPropagator } from '@opentelemetry/core';
 import {
   AlwaysOffSampler,
   AlwaysOnSampler,
@@ -25,7 +33,7 @@ import {
 } from '@opentelemetry/sdk-trace-base';
 import type { Logger } from 'pino';
 import type { Queries, Storage } from '../../domain/storage';
-import type { TraceSampler } from '../config';
+import type { TracePropagator, TraceSampler } from '../config';
 import { traceWorkerFile } from '../files';
 import { isProbe } from './log';
 import type { SpanRecord } from './trace-worker.cjs';
@@ -54,11 +62,15 @@ const everyTrace: TraceSampler = { ratio: 1, parentBased: true };
  */
 export function startTracing(
   log: Logger,
-  { sampler = everyTrace, spanProcessors }: { sampler?: TraceSampler; spanProcessors?: SpanProcessor[] } = {},
+  {
+    sampler = everyTrace,
+    propagators = ['tracecontext', 'baggage'],
+    spanProcessors,
+  }: { sampler?: TraceSampler; propagators?: readonly TracePropagator[]; spanProcessors?: SpanProcessor[] } = {},
 ): Tracing {
   const maker = spanProcessors ? inProcess(spanProcessors) : onThread(log);
   log.info('OpenTelemetry tracing is on');
-  const spans = serverSpans(sampler, maker.record);
+  const spans = serverSpans(sampler, callerPropagator(propagators), maker.record);
   return {
     middleware: spans.middleware,
     storage: (storage) => tracedStorage(storage, spans.current, maker.record),
@@ -137,6 +149,27 @@ export function callerSampler({ ratio, parentBased }: TraceSampler): Sampler {
   return ratio >= 1 ? new AlwaysOnSampler() : ratio <= 0 ? new AlwaysOffSampler() : new TraceIdRatioBasedSampler(ratio);
 }
 
+/**
+ * What reads a caller's span from a request's headers, as OTEL_PROPAGATORS names it: the
+ * propagators the Node SDK offers, and none for `none`.
+ */
+export function callerPropagator(names: readonly TracePropagator[]): TextMapPropagator {
+  if (names.includes('none')) return new CompositePropagator();
+  const made = [...new Set(names)].map((name): TextMapPropagator => {
+    if (name === 'tracecontext') return new W3CTraceContextPropagator();
+    if (name === 'baggage') return new W3CBaggagePropagator();
+    if (name === 'jaeger') {
+      // eslint-disable-next-line @typescript-eslint/no-require-imports -- loaded only when named
+      const { JaegerPropagator } = require('@opentelemetry/propagator-jaeger') as typeof import('@opentelemetry/propagator-jaeger');
+      return new JaegerPropagator();
+    }
+    // eslint-disable-next-line @typescript-eslint/no-require-imports -- loaded only when named
+    const { B3Propagator, B3InjectEncoding } = require('@opentelemetry/propagator-b3') as typeof import('@opentelemetry/propagator-b3');
+    return new B3Propagator({ injectEncoding: name === 'b3multi' ? B3InjectEncoding.MULTI_HEADER : B3InjectEncoding.SINGLE_HEADER });
+  });
+  return new CompositePropagator({ propagators: made });
+}
+
 /** The span a request's storage calls are children of: the request's, or a transaction's. */
 interface Current {
   traceId: string;
@@ -169,16 +202,17 @@ const exceptionOf = (error: unknown): SpanRecord['exception'] => {
 };
 
 /**
- * A SERVER span per request, child of the caller's W3C `traceparent` when it sent one,
- * named by the operationId the validator matched once the response is done (the method
- * alone when none matched). Probes are not traced, as they are not logged.
+ * A SERVER span per request, child of the caller's span when it sent one (a W3C
+ * `traceparent`, or the headers OTEL_PROPAGATORS names), named by the operationId the
+ * validator matched once the response is done (the method alone when none matched).
+ * Probes are not traced, as they are not logged.
  */
 export function serverSpans(
   sampling: TraceSampler,
+  propagator: TextMapPropagator,
   record: (span: SpanRecord) => void,
 ): { middleware: RequestHandler; current: CurrentSpan } {
-  const propagator = new W3CTraceContextPropagator();
-  // Without a traceparent or tracestate there is no parent to read, and the request starts a trace.
+  // Without any of the headers the propagators read there is no parent, and the request starts a trace.
   const fields = propagator.fields();
   const hasParent = (headers: Request['headers']) => fields.some((field) => headers[field] !== undefined);
   const sampler = callerSampler(sampling);
