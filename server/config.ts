@@ -96,29 +96,24 @@ const otlpEndpoint = z
   .string()
   .transform((v) => v.trim() || undefined)
   .pipe(z.url({ protocol: /^(http|https)$/, error: 'expected an http:// or https:// URL' }).optional());
-const tracesExporter = z
-  .string()
-  .transform((v) =>
-    v
-      .split(',')
-      .map((e) => e.trim())
-      .filter(Boolean),
-  )
-  .pipe(z.array(z.enum(['otlp', 'console', 'zipkin', 'none'], { error: 'expected otlp, console, zipkin or none (comma-separated)' })));
+/** A comma-separated list of `names`; empty is unset. */
+const commaList = <const T extends readonly [string, ...string[]]>(names: T) =>
+  z
+    .string()
+    .transform((v) =>
+      v
+        .split(',')
+        .map((e) => e.trim())
+        .filter(Boolean),
+    )
+    .pipe(z.array(z.enum(names, { error: `expected ${names.slice(0, -1).join(', ')} or ${names.at(-1)} (comma-separated)` })));
+const tracesExporter = commaList(['otlp', 'console', 'zipkin', 'none']);
 // The propagators OpenTelemetry's Node SDK offers, which name where a caller's span is read
 // from; empty is unset.
 const propagators = ['tracecontext', 'baggage', 'b3', 'b3multi', 'jaeger', 'none'] as const;
 export type TracePropagator = (typeof propagators)[number];
 const defaultPropagators: TracePropagator[] = ['tracecontext', 'baggage'];
-const tracePropagators = z
-  .string()
-  .transform((v) =>
-    v
-      .split(',')
-      .map((e) => e.trim())
-      .filter(Boolean),
-  )
-  .pipe(z.array(z.enum(propagators, { error: `expected ${propagators.join(', ')} (comma-separated)` })));
+const tracePropagators = commaList(propagators);
 // The OpenTelemetry specification's samplers (the remote ones, jaeger_remote and xray, are
 // not offered); empty is unset.
 const samplers = [

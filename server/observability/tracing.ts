@@ -186,7 +186,7 @@ interface CurrentSpan {
 
 const randomId = (bytes: number): string => {
   const id = randomBytes(bytes).toString('hex');
-  // An id of zeros is invalid (W3C Trace Context); one in 2^64 draws.
+  // An id of zeros is invalid (W3C Trace Context).
   return /[^0]/.test(id) ? id : randomId(bytes);
 };
 
