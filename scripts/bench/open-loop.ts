@@ -205,7 +205,7 @@ export async function benchOpenLoop(): Promise<void> {
     const node = (script: string) => [process.execPath, '--import', 'tsx', join(__dirname, script)];
     const naive = await start('naive', node('naive-express.ts'), db, '/pets/1');
     const fastify = await start('fastify', node('fastify.ts'), db, '/pets/1');
-    const hello = await start('express', node('express-hello.ts'), {}, '/hello');
+    const hello = await start('express', [process.execPath, join(__dirname, 'express-hello.mjs')], {}, '/hello');
     const trivial = await start('trivial', [process.execPath, '-e', trivialServer], {}, '/');
     procs.push(naive, fastify, hello, trivial);
 
