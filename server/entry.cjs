@@ -2,6 +2,7 @@
 // V8's compile cache, stack traces through the bundle's source map, then the service, the
 // bundle beside it (docs/layout.md, "One bundle"). Plain CommonJS: node runs it as it is.
 'use strict';
+const diagnostics = require('node:diagnostics_channel');
 const Module = require('node:module');
 const v8 = require('node:v8');
 const { readFileSync, renameSync, rmSync, writeFileSync } = require('node:fs');
@@ -81,6 +82,29 @@ const script = new vm.Script(Module.wrap(bytes.toString('utf8')), {
   cachedData,
   importModuleDynamically: vm.constants.USE_MAIN_CONTEXT_DEFAULT_LOADER,
 });
+
+// Until this process first listens, V8 does not tier code up: what runs before is the
+// start, most of it once, and compiling it again in the baseline and optimising tiers costs
+// the start CPU for code that will not run again. The warm-up after listening optimises
+// the request path (docs/performance.md, "Start"). Turned off after the cache above is
+// checked and on again before it is made, as V8 keys it by its flags. A cluster's primary,
+// which serves nothing and listens only for the metrics, may keep to the interpreter.
+// Left alone where the command line or NODE_OPTIONS names a tier or --jitless, under which
+// turning a tier on would break the process.
+const tiers = ['sparkplug', 'maglev', 'turbofan'];
+const named = /^--(no-)?(jitless|opt|sparkplug|maglev|turbofan)(=|$)/;
+if (![...process.execArgv, ...(process.env.NODE_OPTIONS ?? '').split(/\s+/)].some((arg) => named.test(arg))) {
+  for (const tier of tiers) v8.setFlagsFromString(`--no-${tier}`);
+  const listening = diagnostics.tracingChannel('net.server.listen');
+  const tierUp = {
+    asyncEnd() {
+      listening.unsubscribe(tierUp);
+      for (const tier of tiers) v8.setFlagsFromString(`--${tier}`);
+    },
+  };
+  tierUp.error = tierUp.asyncEnd;
+  listening.subscribe(tierUp);
+}
 const service = new Module(bundle, module);
 service.filename = bundle;
 script.runInThisContext().call(service.exports, service.exports, Module.createRequire(bundle), service, bundle, __dirname);
