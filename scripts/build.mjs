@@ -25,6 +25,7 @@ import { createRequire, isBuiltin } from 'node:module';
 import { dirname, join } from 'node:path';
 import process from 'node:process';
 import { fileURLToPath } from 'node:url';
+import { crc32 } from 'node:zlib';
 
 const root = join(dirname(fileURLToPath(import.meta.url)), '..');
 const buildInfo = join(root, 'dist', '.tsbuildinfo');
@@ -173,7 +174,13 @@ if (sources.some((source) => newest(join(root, source)) > builtAt())) {
   writeFileSync(join(root, 'dist', 'runtime-packages.json'), `${JSON.stringify([...new Set(external)].sort(), null, 2)}\n`);
   // The entry `npm start` runs: V8's compile cache, stack traces through the source map,
   // then the bundle (server/entry.cjs says why there, whoever starts main.js).
-  cpSync(join(root, 'server', 'entry.cjs'), join(root, 'dist', 'server', 'main.js'));
+  // With the bundle's checksum written in, which names V8's cache of its code: computed
+  // here once, not at every start.
+  const entry = readFileSync(join(root, 'server', 'entry.cjs'), 'utf8');
+  const unset = 'const builtChecksum = undefined;';
+  if (!entry.includes(unset)) throw new Error(`server/entry.cjs no longer has "${unset}" for the build to fill in`);
+  const checksum = crc32(readFileSync(join(root, 'dist', 'server', 'service.js'))).toString(16);
+  writeFileSync(join(root, 'dist', 'server', 'main.js'), entry.replace(unset, `const builtChecksum = '${checksum}';`));
   for (const asset of assets) {
     const target = join(root, 'dist', asset);
     rmSync(target, { recursive: true, force: true });

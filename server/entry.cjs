@@ -67,10 +67,12 @@ Error.prepareStackTrace = (error, sites) => {
 // them instead of compiling them (docs/performance.md, "Start"). The file is named by the
 // bundle's checksum: V8 itself checks only the source's length, its own version and its
 // flags, and a cache it refuses is made again.
+// The checksum of the bundle's bytes, which scripts/build.mjs writes in here as it copies
+// this file beside the bundle; computed at the start only where it did not.
+const builtChecksum = undefined;
 const bytes = readFileSync(bundle);
 const cacheDir = Module.getCompileCacheDir();
-// The checksum of the bytes: of the decoded text it would encode it again first.
-const cacheFile = cacheDir && join(cacheDir, `service-${crc32(bytes).toString(16)}.v8cache`);
+const cacheFile = cacheDir && join(cacheDir, `service-${builtChecksum ?? crc32(bytes).toString(16)}.v8cache`);
 let cachedData;
 try {
   if (cacheFile) cachedData = readFileSync(cacheFile);

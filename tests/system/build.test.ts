@@ -18,6 +18,7 @@ import {
   writeFileSync,
 } from 'node:fs';
 import { tmpdir } from 'node:os';
+import { crc32 } from 'node:zlib';
 import { join } from 'node:path';
 import { repoRoot, startServer } from '../../scripts/server-process';
 
@@ -147,8 +148,9 @@ describe('npm run build', () => {
     };
     const first = await startServer(env, 30_000, dir);
     await ready(first.url);
-    // Written before /readyz said ready.
-    expect(caches()).toEqual([expect.stringMatching(/service-[0-9a-f]+\.v8cache$/)]);
+    // Written before /readyz said ready, named by the bundle's checksum, which the build wrote into main.js.
+    const checksum = crc32(readFileSync(built('server/service.js'))).toString(16);
+    expect(caches()).toEqual([expect.stringMatching(new RegExp(`service-${checksum}\\.v8cache$`))]);
     const file = join(tmp, caches()[0]!);
     const written = statSync(file).mtimeMs;
     expect(await first.stop()).toBe(0);
@@ -166,6 +168,9 @@ describe('npm run build', () => {
     appendFileSync(join(dir, 'server/spec.ts'), "\nif (process.env.BUILT_AGAIN) console.log('builtAgain');\n");
     build();
     expect(readFileSync(built('server/service.js'), 'utf8')).toContain('builtAgain');
+    // The new bundle's checksum, for its code cache.
+    const checksum = crc32(readFileSync(built('server/service.js'))).toString(16);
+    expect(readFileSync(built('server/main.js'), 'utf8')).toContain(`const builtChecksum = '${checksum}';`);
   });
 
   it('copies a new migration, and drops a deleted one', () => {
