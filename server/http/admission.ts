@@ -20,7 +20,7 @@
 import { randomUUID } from 'node:crypto';
 import { STATUS_CODES, type IncomingMessage, type RequestListener, type ServerResponse } from 'node:http';
 import type { Socket } from 'node:net';
-import { ipKeyGenerator } from 'express-rate-limit';
+import { addressKey } from '../address-key';
 import type { Config } from '../config';
 
 export type FairShareReason = 'deferred' | 'queue_full' | 'read_deferred';
@@ -50,14 +50,14 @@ export function clientKey(req: IncomingMessage, trust: Trust | undefined): strin
       if (!trust(address, hop)) break;
     }
   }
-  return ipKeyGenerator(address);
+  return addressKey(address);
 }
 
 /** A direct connection's client, worked out once. */
 const peerKeys = new WeakMap<Socket, string>();
 function peerKey(socket: Socket, peer: string): string {
   let key = peerKeys.get(socket);
-  if (key === undefined) peerKeys.set(socket, (key = ipKeyGenerator(peer)));
+  if (key === undefined) peerKeys.set(socket, (key = addressKey(peer)));
   return key;
 }
 

@@ -8,8 +8,8 @@ import { execFileSync } from 'node:child_process';
 import { readFileSync } from 'node:fs';
 import { BlockList, type SocketAddress, type Socket } from 'node:net';
 import type { RequestListener, Server } from 'node:http';
-import { ipKeyGenerator } from 'express-rate-limit';
 import type { Logger } from 'pino';
+import { addressKey } from '../address-key';
 import type { Config } from '../config';
 import { rawErrorResponse } from '../pipeline/errors';
 import { StartupError } from '../startup';
@@ -94,13 +94,6 @@ export function globalCap(configured: number | undefined, poolSize: number, limi
   }
   return configured;
 }
-
-/**
- * The address a connection is counted under, as the rate limits count a request's
- * (server/security/rate-limit.ts): an IPv4 address (also when written in IPv6 by a dual-stack
- * listener), or an IPv6 address's /56, since one IPv6 client holds a whole prefix.
- */
-const addressKey = (address: string) => ipKeyGenerator(address);
 
 export interface CapOptions {
   /** Connections one client address may hold; 0 is no cap. */

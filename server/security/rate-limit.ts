@@ -15,8 +15,9 @@
 import { createHash } from 'node:crypto';
 import { isIP } from 'node:net';
 import type { NextFunction, Request, RequestHandler, Response } from 'express';
-import { ipKeyGenerator, type ClientRateLimitInfo, type Options, type Store } from 'express-rate-limit';
+import type { ClientRateLimitInfo, Options, Store } from 'express-rate-limit';
 import type { Logger } from 'pino';
+import { addressKey } from '../address-key';
 import type { Config } from '../config';
 import { ApiError } from '../../domain/errors';
 import { credentialsOf } from './auth';
@@ -88,17 +89,17 @@ export class ImmediateMemoryStore implements Store {
 /** Probes must keep answering while a client is being limited. */
 const isProbe = (req: Request) => req.path === '/healthz' || req.path === '/readyz';
 
-// An IPv6 client is counted by its /56 (ipKeyGenerator); an IPv4 address is its own key.
-// Behind a proxy the service trusts (TRUST_PROXY), req.ip is an X-Forwarded-For entry,
-// text a client may have written: a key of a count kept in the database (PostgreSQL,
-// WEB_CONCURRENCY) must be an address, not up to 16 KiB of whatever was sent.
+// A client is counted by its address's key (server/address-key.ts). Behind a proxy the
+// service trusts (TRUST_PROXY), req.ip is an X-Forwarded-For entry, text a client may have
+// written: a key of a count kept in the database (PostgreSQL, WEB_CONCURRENCY) must be an
+// address, not up to 16 KiB of whatever was sent.
 const addressOf = (req: Request) => {
   const ip = req.ip ?? 'unknown';
   // The socket's own address is one; only a forwarded one is checked.
   if (req.ip !== undefined && ip !== req.socket.remoteAddress && isIP(ip) === 0) {
     throw new ApiError('bad_request', 'The client address X-Forwarded-For gives is not an IP address', 400);
   }
-  return ip.includes(':') ? ipKeyGenerator(ip) : ip;
+  return addressKey(ip);
 };
 
 /** What a limiter needs besides its store: its window, budget, key and scope. */
