@@ -40,7 +40,7 @@ const serverRows = [
   ['pipeline', 'deprecation', 'pages', 'cluster.ts'],
   ['security', 'delivery-worker.ts'],
   ['spec.ts', 'startup.ts'],
-  ['config.ts', 'files.ts', 'content-coding.ts', 'heap.ts'],
+  ['config.ts', 'files.ts', 'content-coding.ts', 'heap.ts', 'address-key.ts'],
 ];
 const serverZones = serverRows.flatMap((row, i) =>
   row.flatMap((room) => {
