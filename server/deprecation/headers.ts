@@ -79,6 +79,34 @@ function addLink(res: Response, link: string): void {
   res.setHeader('Link', [...existing, link].join(', '));
 }
 
+/** What a deprecated operation's response carries until its status line goes out. */
+interface Pending {
+  op: DeprecatedOperation;
+  req: Request;
+  writeHead: Response['writeHead'];
+}
+const pending = Symbol('deprecation');
+type Deprecated = Response & { [pending]: Pending };
+
+/**
+ * The `writeHead` of every deprecated operation's response: one function, its request's
+ * state kept on the response. A function made for each response and stored on it kept
+ * the requests it was made for alive through young collections while V8 ran the code
+ * unoptimised, the first seconds of a new instance's load (docs/performance.md, "Warm
+ * before ready").
+ */
+function writeHeadDeprecated(this: Deprecated, ...args: Parameters<Response['writeHead']>): Response {
+  const { op, req, writeHead } = this[pending];
+  this.setHeader('Deprecation', op.deprecation);
+  if (op.sunset) this.setHeader('Sunset', op.sunset);
+  const target = op.successor?.(valuesOf(req));
+  if (target !== undefined) addLink(this, `<${target}>; rel="successor-version"`);
+  return writeHead.apply(this, args);
+}
+
+/** The request's path parameters, as the successor's template takes them. */
+const valuesOf = (req: Request) => (req.pathValues ?? []).map(decode);
+
 /**
  * What a deprecated operation's chain runs (server/app.ts); nothing for the others.
  * `headers` adds the headers to every response, errors included (a 401 or a 429 is still
@@ -97,22 +125,14 @@ export function createDeprecation(
   { now = Date.now, calls }: { now?: () => number; calls: DeprecatedCallLog },
 ): (operationId: string) => Deprecation | undefined {
   const byId = new Map(deprecatedOperations(table).map((op) => [op.operationId, op]));
-  // The request's path parameters, as the successor's template takes them.
-  const valuesOf = (req: Request) => (req.pathValues ?? []).map(decode);
 
   return (operationId) => {
     const op = byId.get(operationId);
     if (!op) return undefined;
     const headers: RequestHandler = (req, res, next) => {
-      // eslint-disable-next-line @typescript-eslint/unbound-method -- called below with apply(this)
-      const writeHead = res.writeHead;
-      res.writeHead = function (this: Response, ...args: Parameters<Response['writeHead']>) {
-        res.setHeader('Deprecation', op.deprecation);
-        if (op.sunset) res.setHeader('Sunset', op.sunset);
-        const target = op.successor?.(valuesOf(req));
-        if (target !== undefined) addLink(res, `<${target}>; rel="successor-version"`);
-        return writeHead.apply(this, args);
-      } as Response['writeHead'];
+      // eslint-disable-next-line @typescript-eslint/unbound-method -- called with apply(this) by writeHeadDeprecated
+      (res as Deprecated)[pending] = { op, req, writeHead: res.writeHead };
+      res.writeHead = writeHeadDeprecated as Response['writeHead'];
       // Whatever the answer, a call by a known account counts: it still depends on the operation.
       res.once('finish', () => {
         if (req.principal) calls.add(op.operationId, req.principal.accountId, now());
