@@ -21,29 +21,48 @@ const compressible = (res: Response) => {
   return typeof type === 'string' && type.startsWith('application/') && type.includes('json') && !res.hasHeader('Content-Encoding');
 };
 
+/** What a response whose request asks for a coding keeps until it ends. */
+interface Asked {
+  accepted: string;
+  end: Response['end'];
+}
+const asked = Symbol('compress');
+type Compressing = Response & { [asked]: Asked };
+
+/**
+ * The `end` of every response whose request asks for a coding: one function, the request's
+ * state kept on the response. A function made for each response and stored on it kept the
+ * requests alive through young collections while V8 ran the code unoptimised
+ * (docs/performance.md, "Warm before ready").
+ */
+function endCompressed(this: Compressing, ...args: unknown[]): Response {
+  const { accepted } = this[asked];
+  const end = this[asked].end as (this: Response, ...a: unknown[]) => Response;
+  const [chunk, encoding] = args;
+  const size =
+    typeof chunk === 'string' ? Buffer.byteLength(chunk, encoding as BufferEncoding) : chunk instanceof Uint8Array ? chunk.length : 0;
+  // Headers already sent (a body written in parts) cannot say Content-Encoding any more.
+  if (size < minBytes || this.headersSent || this.statusCode === 204 || this.statusCode === 304 || !compressible(this)) {
+    return end.apply(this, args);
+  }
+  const coding = negotiate(accepted);
+  if (coding === 'identity') return end.apply(this, args);
+  const body = typeof chunk === 'string' ? Buffer.from(chunk, encoding as BufferEncoding) : (chunk as Uint8Array);
+  const packed = coding === 'br' ? brotliCompressSync(body, brotliOptions) : gzipSync(body, gzipOptions);
+  this.setHeader('Content-Encoding', coding);
+  this.setHeader('Content-Length', packed.length);
+  return end.call(this, packed);
+}
+
 /** The step: every answer says it varies by Accept-Encoding; one whose request asks for a coding is compressed as it ends. */
 export function compressAnswers(): RequestHandler {
   return (req, res, next) => {
     res.vary('Accept-Encoding');
     const accepted = req.headers['accept-encoding'];
     if (accepted === undefined) return next();
-    const end = res.end.bind(res) as (...args: unknown[]) => Response;
-    res.end = function (this: Response, ...args: unknown[]) {
-      const [chunk, encoding] = args;
-      const size =
-        typeof chunk === 'string' ? Buffer.byteLength(chunk, encoding as BufferEncoding) : chunk instanceof Uint8Array ? chunk.length : 0;
-      // Headers already sent (a body written in parts) cannot say Content-Encoding any more.
-      if (size < minBytes || this.headersSent || this.statusCode === 204 || this.statusCode === 304 || !compressible(this)) {
-        return end(...args);
-      }
-      const coding = negotiate(accepted);
-      if (coding === 'identity') return end(...args);
-      const body = typeof chunk === 'string' ? Buffer.from(chunk, encoding as BufferEncoding) : (chunk as Uint8Array);
-      const packed = coding === 'br' ? brotliCompressSync(body, brotliOptions) : gzipSync(body, gzipOptions);
-      this.setHeader('Content-Encoding', coding);
-      this.setHeader('Content-Length', packed.length);
-      return end(packed);
-    } as Response['end'];
+    // eslint-disable-next-line @typescript-eslint/unbound-method -- called with apply(this) by endCompressed
+    (res as Compressing)[asked] = { accepted, end: res.end };
+    res.end = endCompressed as Response['end'];
     next();
   };
 }
