@@ -99,16 +99,8 @@ if (![...process.execArgv, ...(process.env.NODE_OPTIONS ?? '').split(/\s+/)].som
   for (const tier of tiers) v8.setFlagsFromString(`--no-${tier}`);
   const listening = diagnostics.tracingChannel('net.server.listen');
   const tierUp = {
-    // Listening on a host, Node looks its address up and tests it against its IPv6 pattern,
-    // one large regular expression, which V8 interprets the first time and compiles for the
-    // second: compiled at once, it costs a third of that first run (docs/performance.md,
-    // "Start"). Only while the listen is under way.
-    asyncStart() {
-      v8.setFlagsFromString('--no-regexp-tier-up');
-    },
     asyncEnd() {
       listening.unsubscribe(tierUp);
-      v8.setFlagsFromString('--regexp-tier-up');
       for (const tier of tiers) v8.setFlagsFromString(`--${tier}`);
     },
   };
