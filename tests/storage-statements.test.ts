@@ -178,6 +178,27 @@ describe('placing an order through the storage port', () => {
         expect(writes).toBe(1);
       });
 
+      it('sends the orders placed in one turn as a statement each, in one round trip on one connection, each answered on its own', async () => {
+        const petId = await stockedPet(3);
+        const other = await stockedPet(1);
+        const from = sentQueries.length;
+        const placed = await Promise.allSettled(
+          [petId, petId, other, petId, other].map((id) => store.orders.place({ accountId, petId: id, quantity: 1 })),
+        );
+        // In the order asked: the third of `petId` takes its last unit, the second of `other` finds none.
+        expect(placed.map((p) => (p.status === 'fulfilled' ? 'placed' : (p.reason as { code: string }).code))).toEqual([
+          'placed',
+          'placed',
+          'placed',
+          'placed',
+          'pet_not_available',
+        ]);
+        expect(roundTrips(from)).toEqual([Array(5).fill('place_order')]);
+        expect(new Set(sentQueries.slice(from).map((q) => q.connection)).size).toBe(1);
+        expect(await storage.findInventory(petId)).toEqual({ petId, quantity: 0, status: 'pending' });
+        expect(await storage.findInventory(other)).toEqual({ petId: other, quantity: 0, status: 'pending' });
+      });
+
       it("reads a key's owner and a pet in a transaction with the same statements, one key each", async () => {
         const petId = await stockedPet(1);
         const from = sentQueries.length;

@@ -6,9 +6,12 @@
 // of them is under way: each turn's are written behind the others without waiting for
 // their answers (the connections are pipelined, db/pg/connection.ts), so a read seldom
 // checks a connection out of the pool. Only short reads that take no lock go here: a
-// statement that waits would hold up every read written behind it. Why: docs/performance.md,
-// "PostgreSQL: an order in one statement".
-import type { Client, Pool, PoolClient } from 'pg';
+// statement that waits would hold up every read written behind it.
+// The orders placed outside a transaction (one statement each, which may wait for its pet's
+// row lock) are gathered the same way on connections of their own (createTurnStatements):
+// each its own statement, the turn's in one write. Why: docs/performance.md, "PostgreSQL:
+// an order in one statement".
+import type { Client, Pool, PoolClient, QueryConfig, QueryResult, QueryResultRow } from 'pg';
 import { isConnectionError } from './connection';
 
 /**
@@ -52,7 +55,13 @@ export function pointReadOn(client: Pick<Client, 'query'>): PointRead {
     (await client.query<R>({ name: statement.name, text: statement.text, values: [[key]], rowMode: 'array' })).rows[0] ?? null;
 }
 
-export function createPointReads(pool: Pool): PointRead {
+/**
+ * Turns of statements on pooled connections: each turn's written in one write (corked) on a
+ * connection the turns share while any of them is under way, up to turnsPerConnection, and
+ * the connection released once every turn on it is answered. `write` sends the turn's
+ * statements and returns their answers.
+ */
+function shareConnections(pool: Pool) {
   let shared: Lease | null = null;
   /** Our own checkouts not answered yet, which the pool counts among its waiting. */
   let checkingOut = 0;
@@ -64,10 +73,8 @@ export function createPointReads(pool: Pool): PointRead {
       checkingOut--;
     }
   };
-  let asked: Asked = new Map();
-
-  const send = async (turn: Asked) => {
-    // Other work waiting for a connection goes first: reads stop joining this one, so
+  return async (write: (client: PoolClient) => Array<Promise<unknown>>): Promise<void> => {
+    // Other work waiting for a connection goes first: turns stop joining this one, so
     // that it is released once they are answered (with a pool of one, to that work).
     if (!shared || shared.turns >= turnsPerConnection || pool.waitingCount > checkingOut) {
       shared = { client: checkOut(), turns: 0 };
@@ -78,42 +85,26 @@ export function createPointReads(pool: Pool): PointRead {
     try {
       client = await lease.client;
     } catch (error) {
-      // Every read waiting for this connection fails with it; the next turn asks again.
+      // Every statement waiting for this connection fails with it; the next turn asks again.
       if (shared === lease) shared = null;
       throw error;
     }
     try {
       const socket = (client as unknown as Client).connection.stream;
       socket.cork();
-      let sent;
+      let answers;
       try {
-        sent = [...turn].map(([statement, callers]) => ({
-          statement,
-          callers,
-          answer: client.query<unknown[]>({ name: statement.name, text: statement.text, values: [[...callers.keys()]], rowMode: 'array' }),
-        }));
+        answers = write(client);
       } finally {
         socket.uncork();
       }
-      // Each answer handled as it comes, every one from the start: a connection that fails
-      // fails them all at once, and none may go unheard meanwhile.
-      await Promise.all(
-        sent.map(({ statement, callers, answer }) =>
-          answer.then(
-            ({ rows }) => {
-              const byKey = new Map(rows.map((row) => [String(row[statement.keyColumn]), row]));
-              for (const [key, waiting] of callers) for (const caller of waiting) caller.resolve(byKey.get(key) ?? null);
-            },
-            (error: unknown) => {
-              if (isConnectionError(error)) {
-                lease.failed = error as Error;
-                if (shared === lease) shared = null;
-              }
-              for (const waiting of callers.values()) for (const caller of waiting) caller.reject(error);
-            },
-          ),
-        ),
-      );
+      // Every answer waited for: a connection that fails fails them all at once.
+      for (const answer of await Promise.allSettled(answers)) {
+        if (answer.status === 'rejected' && isConnectionError(answer.reason)) {
+          lease.failed = answer.reason as Error;
+          if (shared === lease) shared = null;
+        }
+      }
     } finally {
       if (--lease.turns === 0) {
         if (shared === lease) shared = null;
@@ -121,6 +112,34 @@ export function createPointReads(pool: Pool): PointRead {
       }
     }
   };
+}
+
+export function createPointReads(pool: Pool): PointRead {
+  const onShared = shareConnections(pool);
+  let asked: Asked = new Map();
+
+  const send = (turn: Asked) =>
+    onShared((client) =>
+      [...turn].map(([statement, callers]) => {
+        const answer = client.query<unknown[]>({
+          name: statement.name,
+          text: statement.text,
+          values: [[...callers.keys()]],
+          rowMode: 'array',
+        });
+        // Each answer handled as it comes.
+        answer.then(
+          ({ rows }) => {
+            const byKey = new Map(rows.map((row) => [String(row[statement.keyColumn]), row]));
+            for (const [key, waiting] of callers) for (const caller of waiting) caller.resolve(byKey.get(key) ?? null);
+          },
+          (error: unknown) => {
+            for (const waiting of callers.values()) for (const caller of waiting) caller.reject(error);
+          },
+        );
+        return answer;
+      }),
+    );
 
   const flush = () => {
     const turn = asked;
@@ -140,5 +159,36 @@ export function createPointReads(pool: Pool): PointRead {
       const waiting = callers.get(key);
       if (waiting) waiting.push(caller);
       else callers.set(key, [caller]);
+    });
+}
+
+/** A statement sent for a turn (createTurnStatements). */
+export type TurnStatement = <R extends QueryResultRow>(config: QueryConfig) => Promise<QueryResult<R>>;
+
+/**
+ * Statements asked for in a turn of the event loop, each sent as it is (each its own atomic
+ * step, answered on its own), the turn's in one write on a shared connection: a write
+ * statement, which may wait for a row's lock, goes here and not among the point reads.
+ */
+export function createTurnStatements(pool: Pool): TurnStatement {
+  const onShared = shareConnections(pool);
+  let asked: Array<{ config: QueryConfig; resolve: (result: QueryResult) => void; reject: (error: unknown) => void }> = [];
+  const flush = () => {
+    const turn = asked;
+    asked = [];
+    onShared((client) =>
+      turn.map(({ config, resolve, reject }) => {
+        const answer = client.query(config);
+        answer.then(resolve, reject);
+        return answer;
+      }),
+    ).catch((error: unknown) => {
+      for (const { reject } of turn) reject(error);
+    });
+  };
+  return <R extends QueryResultRow>(config: QueryConfig) =>
+    new Promise<QueryResult<R>>((resolve, reject) => {
+      if (asked.length === 0) setImmediate(flush);
+      asked.push({ config, resolve: resolve as (result: QueryResult) => void, reject });
     });
 }

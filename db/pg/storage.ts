@@ -11,7 +11,14 @@ import { Client, type Pool, type PoolClient } from 'pg';
 import type { Queries, Storage } from '../../domain/storage';
 import type { PetStatus, Role } from '../../domain/types';
 import { asUnavailable, connectionSocket, createAvailability, isConnectionError, openPool } from './connection';
-import { createPointReads, pointReadOn, type PointRead, type PointStatement } from './point-reads';
+import {
+  createPointReads,
+  createTurnStatements,
+  pointReadOn,
+  type PointRead,
+  type PointStatement,
+  type TurnStatement,
+} from './point-reads';
 import { toAccount, toApiKey, toCategory, toMessage, toOrder, toPet } from '../rows';
 import * as schema from './schema';
 import { accounts, apiKeys, categories, deprecatedCalls, idempotencyKeys, inventory, messages, orders, pets, rateLimits } from './schema';
@@ -133,7 +140,7 @@ type PetRow = [string, string, string, PetStatus];
  * (keysetPage), so that a list request neither builds its SQL in drizzle nor has it
  * parsed again.
  */
-function createQueries(db: Executor, read: PointRead): Queries {
+function createQueries(db: Executor, read: PointRead, place: TurnStatement): Queries {
   const first = <T>(rows: T[]): T | null => rows[0] ?? null;
   const orderById = (visible: SQL[]) =>
     db
@@ -453,7 +460,7 @@ function createQueries(db: Executor, read: PointRead): Queries {
     },
     async placeOrder(input, terms, unlessKept) {
       const values: unknown[] = [input.accountId, input.petId, input.quantity, input.createdAt, terms.requires, terms.whenEmpty];
-      const { rows } = await db.$client.query<PlacedRow>(
+      const { rows } = await place<PlacedRow>(
         unlessKept
           ? { name: 'place_order_once', text: placeOrderOnceText, values: [...values, unlessKept.key, unlessKept.notBefore] }
           : { name: 'place_order', text: placeOrderText, values },
@@ -541,7 +548,7 @@ interface Session {
  * and answered with the COMMIT, which fails if it did (the transaction commits all or nothing).
  */
 function createSession(db: Executor): Session {
-  const queries = createQueries(db, pointReadOn(db.$client));
+  const queries = createQueries(db, pointReadOn(db.$client), (config) => db.$client.query(config));
   const session: Session = {
     writes: [],
     queries: {
@@ -664,7 +671,7 @@ export function createPgStorage(db: PgDb, { onAvailability = () => {} }: PgStora
 }
 
 function createUnguardedStorage(db: PgDb, transaction: Storage['transaction']): Storage {
-  const queries = createQueries(db, createPointReads(db.$client));
+  const queries = createQueries(db, createPointReads(db.$client), createTurnStatements(db.$client));
   return {
     ...queries,
     engine: 'postgres',
