@@ -12,7 +12,8 @@
 //   explicit COMMIT, never in autocommit, whose failure better-sqlite3 can lose (a
 //   statement read with `.get()` commits in its reset, and the reset's error is dropped).
 // - Reads outside a transaction go to a second, read-only connection: committed rows
-//   only, never waiting for the writer.
+//   only, never waiting for the writer. Those made before the microtask queue next drains
+//   share one read transaction (readSnapshot, below), which this process's COMMIT also ends.
 // - A write that cannot be made durable (full disk, I/O error) is refused with
 //   StorageUnavailable (503), and readiness fails until there is room again.
 import Database, { type Database as SqliteDatabase } from 'better-sqlite3';
@@ -87,6 +88,46 @@ class Batch {
   }
 }
 
+/**
+ * The reads outside a transaction that run before the microtask queue next drains share
+ * one read transaction: its BEGIN before the first, its COMMIT in a microtask queued then
+ * (or sooner: `end`, at each COMMIT of this process's writes). In SQLite's autocommit each
+ * read would be a read transaction of its own, taking and dropping the file's shared lock
+ * with system calls every time (docs/storage.md, "Reads"). A snapshot never outlives the
+ * macrotask it began in, so a request's reads see every write committed before it arrived.
+ */
+function readSnapshot(reader: SqliteDatabase) {
+  const begin = reader.prepare('BEGIN');
+  const commit = reader.prepare('COMMIT');
+  const end = () => {
+    if (!reader.open || !reader.inTransaction) return;
+    try {
+      commit.run();
+    } catch {
+      // A read transaction has nothing to commit: ended either way, and never thrown from
+      // the microtask, where it would stop the process.
+      try {
+        reader.exec('ROLLBACK');
+      } catch {
+        // Not in a transaction any more.
+      }
+    }
+  };
+  return {
+    end,
+    /** `read`, run inside the current snapshot, which it begins when there is none. */
+    within<A extends unknown[], R>(read: (...args: A) => R) {
+      return (...args: A): R => {
+        if (!reader.inTransaction) {
+          begin.run();
+          queueMicrotask(end);
+        }
+        return read(...args);
+      };
+    },
+  };
+}
+
 /** A second connection to the file that only reads: it sees committed rows, and never waits for a write. */
 function openReader(sqlite: SqliteDatabase): Db {
   const reader = drizzle(new Database(sqlite.name), { schema });
@@ -118,6 +159,7 @@ export function createSqliteStorage(db: Db, { checkpointer = null, onWriteFailur
   const rollbackToSavepoint = sqlite.prepare('ROLLBACK TO work');
   const releaseSavepoint = sqlite.prepare('RELEASE work');
   const ping = reader.$client.prepare('select 1');
+  const snapshot = readSnapshot(reader.$client);
   const mutex = new Mutex();
   let open: Batch | null = null;
   let closed: Promise<void> | undefined;
@@ -148,6 +190,8 @@ export function createSqliteStorage(db: Db, { checkpointer = null, onWriteFailur
       rollbackQuietly();
       batch.reject(error);
     }
+    // A read after this COMMIT sees what it wrote.
+    snapshot.end();
   };
   // Run back to back at the end of the turn, SQLite's code and pages stay in the CPU's
   // caches from one transaction to the next (docs/storage.md).
@@ -232,8 +276,10 @@ export function createSqliteStorage(db: Db, { checkpointer = null, onWriteFailur
   const reads = new Set<string>(readOnly);
   const outer: Record<string, unknown> = {};
   for (const [name, op] of Object.entries(queries) as Array<[string, (...args: unknown[]) => unknown]>) {
-    // createQueries' operations use no `this`: the reader's are handed on as they are.
-    outer[name] = reads.has(name) ? (readQueries as unknown as Record<string, unknown>)[name] : write(op);
+    // createQueries' operations use no `this`: the reader's are handed on, each in the snapshot.
+    outer[name] = reads.has(name)
+      ? snapshot.within((readQueries as unknown as Record<string, (...args: unknown[]) => unknown>)[name]!)
+      : write(op);
   }
 
   return guardTransactions({
@@ -262,6 +308,7 @@ export function createSqliteStorage(db: Db, { checkpointer = null, onWriteFailur
         await mutex.acquire();
         // A batch its last transaction left open, since this close waited for the lock.
         commitOpen();
+        snapshot.end();
         reader.$client.close();
         // Stopped first, so that this connection is the file's last: closing it checkpoints
         // what the log still holds and removes the log.

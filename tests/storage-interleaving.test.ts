@@ -247,3 +247,53 @@ describe('on a file: group commit and the read connection', () => {
     expect(stockSeenElsewhere(petId)).toBe(6);
   });
 });
+
+// The reads outside a transaction made before the microtask queue drains share one read
+// transaction on the read connection (db/sqlite-storage.ts, readSnapshot; docs/storage.md,
+// "Reads"): what another process commits meanwhile is seen from the next macrotask on, and
+// a write of this process from its COMMIT on.
+describe('on a file: the reads of a macrotask share one snapshot', () => {
+  const dir = mkdtempSync(join(tmpdir(), 'petstore-read-snapshot-'));
+  const path = join(dir, 'store.db');
+  const t = setupApp({ db: createDatabase(path) });
+  // Another connection that writes to the file, as another process would.
+  const other = new Database(path);
+  const setElsewhere = (id: number, quantity: number) => other.prepare('update inventory set quantity = ? where pet_id = ?').run(quantity, id);
+  let petId: number;
+
+  beforeAll(async () => {
+    ({ petId } = await seedPetAndCustomer(t, 'Snapshot'));
+  });
+  afterAll(async () => {
+    other.close();
+    await t.storage.close();
+    rmSync(dir, { recursive: true, force: true });
+  });
+
+  it("sees another connection's COMMIT from the next macrotask, not within the one its snapshot began in", async () => {
+    await t.storage.transaction(async (q) => q.setStock(petId, 5));
+    const first = t.storage.findInventory(petId);
+    setElsewhere(petId, 3);
+    const same = t.storage.findInventory(petId);
+    expect((await first)?.quantity).toBe(5);
+    expect((await same)?.quantity).toBe(5);
+    await new Promise((r) => setImmediate(r));
+    expect((await t.storage.findInventory(petId))?.quantity).toBe(3);
+  });
+
+  it('ends the snapshot when the microtask queue drains: a read after an await sees the newer COMMIT', async () => {
+    const first = t.storage.findInventory(petId);
+    setElsewhere(petId, 2);
+    await null;
+    // The microtask queued when the snapshot began has run by the time the queue drains.
+    await new Promise<void>((r) => queueMicrotask(r));
+    expect((await first)?.quantity).toBe(3);
+    expect((await t.storage.findInventory(petId))?.quantity).toBe(2);
+  });
+
+  it('sees its own acknowledged write at once', async () => {
+    expect((await t.storage.findInventory(petId))?.quantity).toBe(2);
+    await t.storage.transaction(async (q) => q.setStock(petId, 9));
+    expect((await t.storage.findInventory(petId))?.quantity).toBe(9);
+  });
+});
