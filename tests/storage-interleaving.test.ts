@@ -258,7 +258,8 @@ describe('on a file: the reads of a macrotask share one snapshot', () => {
   const t = setupApp({ db: createDatabase(path) });
   // Another connection that writes to the file, as another process would.
   const other = new Database(path);
-  const setElsewhere = (id: number, quantity: number) => other.prepare('update inventory set quantity = ? where pet_id = ?').run(quantity, id);
+  const setElsewhere = (id: number, quantity: number) =>
+    other.prepare('update inventory set quantity = ? where pet_id = ?').run(quantity, id);
   let petId: number;
 
   beforeAll(async () => {
@@ -284,8 +285,7 @@ describe('on a file: the reads of a macrotask share one snapshot', () => {
   it('ends the snapshot when the microtask queue drains: a read after an await sees the newer COMMIT', async () => {
     const first = t.storage.findInventory(petId);
     setElsewhere(petId, 2);
-    await null;
-    // The microtask queued when the snapshot began has run by the time the queue drains.
+    // Queued after the one the snapshot's BEGIN queued, which ends it first.
     await new Promise<void>((r) => queueMicrotask(r));
     expect((await first)?.quantity).toBe(3);
     expect((await t.storage.findInventory(petId))?.quantity).toBe(2);
