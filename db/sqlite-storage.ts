@@ -6,7 +6,7 @@
 //   no other request's statement lands inside an open transaction.
 // - Group commit: the transactions started in one turn of the event loop run together at
 //   its end, each in a SAVEPOINT of one BEGIN IMMEDIATE (a throw rolls back its own writes
-//   only), committing after every sixteenth and after the last. None answers before its
+//   only), committing after every sixty-fourth and after the last. None answers before its
 //   COMMIT; a COMMIT that fails fails every transaction in it.
 // - A write outside a transaction is a transaction of its own: every write commits by an
 //   explicit COMMIT, never in autocommit, whose failure better-sqlite3 can lose (a
@@ -43,8 +43,12 @@ const retryAfterSeconds = 5;
 /** Ready again means room for the largest write one request makes (a body is at most 64 KiB). */
 const writeCheckRoom = Buffer.alloc(64 * 1024);
 
-/** At most this many transactions share a COMMIT, so that one COMMIT that fails fails no more. */
-const maxBatch = 16;
+/**
+ * At most this many transactions share a COMMIT: more than a turn brings under the bench's
+ * 32 connections, so that each turn's writes cost one COMMIT, and a bound on how long the
+ * batch's first transaction waits for the others (docs/storage.md, "Group commit").
+ */
+export const maxBatch = 64;
 
 /** A FIFO async mutex: `held` tells callers whether they must queue. */
 class Mutex {

@@ -10,6 +10,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import Database from 'better-sqlite3';
 import { createDatabase } from '../db/client';
+import { maxBatch } from '../db/sqlite-storage';
 import type { Queries, Storage } from '../domain/storage';
 import { setupApp, type TestApp } from './helpers';
 
@@ -185,8 +186,8 @@ describe('on a file: group commit and the read connection', () => {
     expect(steps).toEqual(['a:begin', 'a:end', 'b:begin', 'b:end']);
   });
 
-  it('commits at most sixteen transactions together: a seventeenth waits for the next COMMIT', async () => {
-    const ids = Array.from({ length: 17 }, (_, n) => `msg_${String(n).padStart(24, 'c')}`);
+  it(`commits at most ${maxBatch} transactions together: one more waits for the next COMMIT`, async () => {
+    const ids = Array.from({ length: maxBatch + 1 }, (_, n) => `msg_${String(n).padStart(24, 'c')}`);
     const seenAtAnswer: number[] = [];
     const count = () =>
       (other.prepare(`select count(*) as n from messages where id in (${ids.map(() => '?').join(', ')})`).get(...ids) as { n: number }).n;
@@ -197,7 +198,7 @@ describe('on a file: group commit and the read connection', () => {
           .then(() => seenAtAnswer.push(count())),
       ),
     );
-    expect(seenAtAnswer).toEqual([...Array<number>(16).fill(16), 17]);
+    expect(seenAtAnswer).toEqual([...Array<number>(maxBatch).fill(maxBatch), maxBatch + 1]);
   });
 
   it('rolls back only the transaction that throws; the others in its commit keep their writes', async () => {
