@@ -39,7 +39,7 @@ function waitForExit(child: ChildProcess, ms: number): Promise<number | null | '
  * (docs/performance.md, "Memory"), and no memory reducer, which shrank the heap in a quiet
  * spell so that the next requests paid to grow it again ("Collections").
  */
-export const serviceNodeFlags = ['--max-semi-space-size=8', '--max-old-space-size=1024', '--no-memory-reducer'];
+export const serviceNodeFlags = ['--max-semi-space-size=8', '--max-old-space-size=1024', '--no-memory-reducer', '--no-concurrent-recompilation'];
 
 /**
  * Starts the service on an ephemeral port (PORT=0) and resolves once its start-up log
