@@ -36,8 +36,9 @@ function waitForExit(child: ChildProcess, ms: number): Promise<number | null | '
  * The flags the service's node runs with, as package.json's `start` and the Containerfile's
  * ENTRYPOINT pass them: a young generation of 8 MiB semi-spaces, an old generation of at
  * most 1 GiB, which keeps V8 from letting it grow to four times what survives a collection
- * (docs/performance.md, "Memory"), and no memory reducer, which shrank the heap in a quiet
- * spell so that the next requests paid to grow it again ("Collections").
+ * (docs/performance.md, "Memory"), no memory reducer, which shrank the heap in a quiet
+ * spell so that the next requests paid to grow it again ("Collections"), and TurboFan on
+ * the main thread, whose memory glibc gives back where a compiler thread's stayed ("Idle").
  */
 export const serviceNodeFlags = ['--max-semi-space-size=8', '--max-old-space-size=1024', '--no-memory-reducer', '--no-concurrent-recompilation'];
 
