@@ -40,7 +40,12 @@ function waitForExit(child: ChildProcess, ms: number): Promise<number | null | '
  * spell so that the next requests paid to grow it again ("Collections"), and TurboFan on
  * the main thread, whose memory glibc gives back where a compiler thread's stayed ("Idle").
  */
-export const serviceNodeFlags = ['--max-semi-space-size=8', '--max-old-space-size=1024', '--no-memory-reducer', '--no-concurrent-recompilation'];
+export const serviceNodeFlags = [
+  '--max-semi-space-size=8',
+  '--max-old-space-size=1024',
+  '--no-memory-reducer',
+  '--no-concurrent-recompilation',
+];
 
 /**
  * Starts the service on an ephemeral port (PORT=0) and resolves once its start-up log
