@@ -167,7 +167,7 @@ function readError(err: { type?: string; message?: string }, limitBytes: number)
  * A body of a declared length within the limit and without Content-Encoding, read straight
  * off the request: Node's parser delivers exactly the declared bytes, so there is nothing
  * to decode and no limit to count while reading. body-parser's general reader, kept for
- * the rest, cost an order 2 to 8% more CPU (docs/performance.md, "The request path").
+ * the rest, costs more a body for that work (docs/performance.md, "The request path").
  */
 function readDeclared(req: Request, next: NextFunction): void {
   const chunks: Buffer[] = [];
