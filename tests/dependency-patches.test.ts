@@ -7,7 +7,8 @@
 // with no `$ref` handed to Ajv without the whole document around it, which Ajv walks for
 // every schema it adds (each response of each operation); one response validator a schema
 // (the Error body of every error code of every operation compiled once, not some hundred
-// times); and the query string read without url.parse(),
+// times); the document copied with V8's structured clone instead of lodash.clonedeep; and
+// the query string read without url.parse(),
 // which Node 24 deprecates (DEP0169: a warning at the first request) and makes slow when
 // called from node_modules. These fail when an upgrade drops the patch or the pin, so that
 // the patch is either carried forward or deleted once upstream ships it.
@@ -25,7 +26,9 @@ import $RefParser from '@apidevtools/json-schema-ref-parser';
 import { OpenAPITraverser } from '@useoptic/openapi-utilities';
 import { createOperation } from '@useoptic/rulesets-base/build/rule-runner/data-constructors';
 import { getEndpointKey, groupFacts } from '@useoptic/rulesets-base/build/rule-runner/group-facts';
-import { dereferenced, loadSpec } from '../server/spec';
+import express from 'express';
+import * as OpenApiValidator from 'express-openapi-validator';
+import { dereferenced, loadSpec, type OpenApiDocument } from '../server/spec';
 import { repoRoot } from '../scripts/server-process';
 import { customer, setupApp } from './helpers';
 
@@ -130,6 +133,39 @@ describe('express-openapi-validator, as patched at install', () => {
     const check = pet['404']?.[json] as (data: unknown) => boolean;
     expect(check({ response: { code: 'not_found', message: 'Pet 1 was not found', status: 404 } })).toBe(true);
     expect(check({ response: { message: 'no code' } })).toBe(false);
+  });
+
+  it("copies the document with V8's structured clone: the caller's stays as given, shared objects shared", async () => {
+    const doc = dereferenced(loadSpec()) as { components: { schemas: Record<string, object> } } & OpenApiDocument;
+    const petSchema = (d: typeof doc) =>
+      (d.paths['/pets/{petId}']!.get as { responses: Record<string, { content: Record<string, { schema: object }> }> }).responses['200']!
+        .content['application/json']!.schema;
+    // dereferenced() leaves one object however often it is named.
+    expect(petSchema(doc)).toBe(doc.components.schemas.Pet);
+    const cloned = jest.spyOn(globalThis, 'structuredClone');
+    try {
+      const app = express();
+      const validator = OpenApiValidator.middleware({
+        apiSpec: doc as never,
+        validateApiSpec: false,
+        $refParser: { mode: 'none' },
+        validateResponses: true,
+      });
+      app.use(validator as unknown as express.RequestHandler[]);
+      app.get('/pets/:petId', (_req, res) => {
+        res.json({ id: 1, name: 'Rex', status: 'available' });
+      });
+      // The validator sets itself up before it lets the first request through.
+      await request(app).get('/pets/1');
+      expect(cloned).toHaveBeenCalledWith(doc);
+      const copy = cloned.mock.results.find((r, i) => cloned.mock.calls[i]![0] === doc)!.value as typeof doc;
+      expect(copy).not.toBe(doc);
+      expect(petSchema(copy)).toBe(copy.components.schemas.Pet);
+      // What the validator annotates and prunes is its copy: ours is as it was loaded.
+      expect(doc).toEqual(dereferenced(loadSpec()));
+    } finally {
+      cloned.mockRestore();
+    }
   });
 
   it('reads the query string without url.parse()', async () => {
