@@ -83,7 +83,7 @@ export async function benchPagination(): Promise<void> {
   for (let round = 0; round < rounds; round++) {
     // Each round starts one case further on, as the throughput part's do: the request
     // straight after the OFFSET scan below reads slower, whichever it is (docs/performance.md,
-    // "Pagination").
+    // "Lists").
     for (let i = 0; i < order.length; i++) {
       const [name, path] = order[(i + round) % order.length]!;
       samples[name]!.push(await timeGet(path));
