@@ -7,11 +7,13 @@
 // with no `$ref` handed to Ajv without the whole document around it, which Ajv walks for
 // every schema it adds (each response of each operation); one response validator a schema
 // (the Error body of every error code of every operation compiled once, not some hundred
-// times); the document copied with V8's structured clone instead of lodash.clonedeep; and
-// the query string read without url.parse(),
+// times); the document copied with V8's structured clone instead of lodash.clonedeep; multer
+// (and the mime-types it brings) loaded by the first multipart middleware made, not by every
+// app, the service's uploader being off; and the query string read without url.parse(),
 // which Node 24 deprecates (DEP0169: a warning at the first request) and makes slow when
 // called from node_modules. These fail when an upgrade drops the patch or the pin, so that
 // the patch is either carried forward or deleted once upstream ships it.
+import { execFileSync } from 'node:child_process';
 import { readdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import * as framework from 'express-openapi-validator/dist/framework';
@@ -35,6 +37,7 @@ import { customer, setupApp } from './helpers';
 const pkg = JSON.parse(readFileSync(join(repoRoot, 'package.json'), 'utf8'));
 const installed = JSON.parse(readFileSync(join(repoRoot, 'node_modules/express-openapi-validator/package.json'), 'utf8')).version;
 const opticInstalled = JSON.parse(readFileSync(join(repoRoot, 'node_modules/@useoptic/rulesets-base/package.json'), 'utf8')).version;
+const mimeTypesInstalled = JSON.parse(readFileSync(join(repoRoot, 'node_modules/mime-types/package.json'), 'utf8')).version;
 
 describe('express-openapi-validator, as patched at install', () => {
   it('is the exact version the patch was made for', () => {
@@ -42,6 +45,7 @@ describe('express-openapi-validator, as patched at install', () => {
     expect(readdirSync(join(repoRoot, 'patches')).sort()).toEqual([
       `@useoptic+rulesets-base+${opticInstalled}.patch`,
       `express-openapi-validator+${installed}.patch`,
+      `mime-types+${mimeTypesInstalled}.patch`,
     ]);
     // Applied at install where patch-package is (the devDependencies), and before every bundle.
     // npm echoes the line at every install: it stays short (and a production install, without patch-package, skips it).
@@ -168,6 +172,21 @@ describe('express-openapi-validator, as patched at install', () => {
     }
   });
 
+  it('loads multer when it makes a multipart middleware, not when it is loaded', () => {
+    // A process of its own: this one has loaded the validator (and perhaps multer) already.
+    const script = `
+      const loaded = () => Object.keys(require.cache).some((file) => file.includes('/node_modules/multer/'));
+      require('express-openapi-validator');
+      const before = loaded();
+      require('express-openapi-validator/dist/middlewares').multipart(
+        { openapi: '3.0.3', info: { title: 'x', version: '1' }, paths: {} },
+        { multerOpts: {}, ajvOpts: { formats: {} } },
+      );
+      console.log(JSON.stringify({ before, after: loaded() }));`;
+    const out = execFileSync(process.execPath, ['-e', script], { cwd: repoRoot, encoding: 'utf8' });
+    expect(JSON.parse(out)).toEqual({ before: false, after: true });
+  });
+
   it('reads the query string without url.parse()', async () => {
     const t = setupApp();
     const me = await customer(t.app);
@@ -207,5 +226,30 @@ describe("Optic's rule runner, as patched at install", () => {
     const other = structuredClone(doc);
     expect(createOperation(endpoint, 'after', other as never)).not.toBe(view);
     expect(createOperation(endpoint, 'after', other as never)).toEqual(view);
+  });
+});
+
+// mime-types (Express's, 3.x), carried with patches/mime-types+<version>.patch: its maps of
+// extensions to types and back, which it built at require by walking all of mime-db and
+// scoring each extension's candidates, are built at their first use. Express loads it in
+// every app; the service never looks an extension up before its first answer.
+describe('mime-types, as patched at install', () => {
+  it('builds its maps at their first use, with what it built at require', () => {
+    const script = `
+      const mime = require('mime-types');
+      const lazy = typeof Object.getOwnPropertyDescriptor(mime, 'types').get === 'function';
+      const before = mime._extensionConflicts.length;
+      const answers = [mime.lookup('json'), mime.lookup('page.html'), mime.lookup('x.mp4'), mime.types.js,
+        mime.extension('application/json'), mime.contentType('json'), Object.keys(mime.types).length > 1000,
+        Object.keys(mime.extensions).length > 1000];
+      mime.types = { own: 'text/own' };
+      console.log(JSON.stringify({ lazy, before, answers, set: mime.lookup('a.own') }));`;
+    const out = execFileSync(process.execPath, ['-e', script], { cwd: repoRoot, encoding: 'utf8' });
+    expect(JSON.parse(out)).toEqual({
+      lazy: true,
+      before: 0,
+      answers: ['application/json', 'text/html', 'video/mp4', 'text/javascript', 'json', 'application/json; charset=utf-8', true, true],
+      set: 'text/own',
+    });
   });
 });
