@@ -1,18 +1,25 @@
 // The one place that reads the environment. Parsed once with zod; a bad value stops
 // start-up with a message naming the variable. `Config` is inferred from the schema, so
-// a setting is written once.
+// a setting is written once. zod's mini API: the schema is built once, at every start,
+// and the classic API's chained methods cost that start more (docs/performance.md,
+// "Start"). Every check says its own message: the mini API loads none of zod's locales.
 import { isIP } from 'node:net';
 import { availableParallelism } from 'node:os';
-import * as z from 'zod';
+import * as z from 'zod/mini';
 import { defaultDatabaseTimeoutMs } from '../domain/storage';
 import { defaultBounds } from '../domain/store';
 
 // Each check's own message says what is allowed; loadConfig puts the variable and the value given before it.
-const boolean = z.enum(['true', 'false', '1', '0'], { error: 'expected true, false, 1 or 0' }).transform((v) => v === 'true' || v === '1');
+const boolean = z.pipe(
+  z.enum(['true', 'false', '1', '0'], { error: 'expected true, false, 1 or 0' }),
+  z.transform((v) => v === 'true' || v === '1'),
+);
 const int = (min: number, max: number) => {
   const error = `expected an integer from ${min} to ${max}`;
-  return z.coerce.number({ error }).int({ error }).min(min, { error }).max(max, { error });
+  return z.pipe(z.coerce.number({ error }), z.int({ error }).check(z.gte(min, { error }), z.lte(max, { error })));
 };
+/** A string that must not be empty, `error` saying what it is for. */
+const nonEmpty = (error: string) => z.string().check(z.minLength(1, { error }));
 
 /** Where the SQLite file is when DATABASE_PATH is not set, relative to the working folder. */
 export const defaultDatabasePath = './data/petstore.db';
@@ -45,68 +52,79 @@ function isProxyAddress(entry: string): boolean {
  * X-Forwarded-For entry is whatever the client wrote, so it would let anyone choose
  * the address they are rate-limited as.
  */
-const trustProxy = z
-  .string()
-  .trim()
-  .transform((value, ctx): false | number | string[] => {
+const trustProxy = z.pipe(
+  z.string().check(z.trim()),
+  z.transform((value: string, ctx): false | number | string[] => {
     if (value === 'false' || value === '0' || value === '') return false;
     if (/^\d{1,2}$/.test(value)) return Number(value);
     const entries = value.split(',').map((e) => e.trim());
     if (value !== 'true' && entries.every(isProxyAddress)) return entries;
-    ctx.addIssue({
+    ctx.issues.push({
       code: 'custom',
+      input: value,
       message:
         'expected false, a hop count (1 = one proxy in front) or a comma-separated list of proxy addresses or subnets ' +
         '(loopback, linklocal, uniquelocal, 10.0.0.0/8, ...); `true` would trust the client-written X-Forwarded-For',
     });
     return z.NEVER;
-  });
+  }),
+);
 
 /**
  * Exact origins (`https://app.example.com`, `http://localhost:5173`), comma-separated: a
  * browser sends an origin as scheme, host and a port only when it is not the default, in
  * lower case, so an entry written any other way would never match and is refused.
  */
-const corsOrigins = z.string().transform((value, ctx): string[] => {
-  const entries = value
-    .split(',')
-    .map((e) => e.trim())
-    .filter(Boolean);
-  for (const entry of entries) {
-    let origin: string | undefined;
-    try {
-      const url = new URL(entry);
-      origin = url.protocol === 'http:' || url.protocol === 'https:' ? url.origin : undefined;
-    } catch {
-      origin = undefined;
+const corsOrigins = z.pipe(
+  z.string(),
+  z.transform((value: string, ctx): string[] => {
+    const entries = value
+      .split(',')
+      .map((e) => e.trim())
+      .filter(Boolean);
+    for (const entry of entries) {
+      let origin: string | undefined;
+      try {
+        const url = new URL(entry);
+        origin = url.protocol === 'http:' || url.protocol === 'https:' ? url.origin : undefined;
+      } catch {
+        origin = undefined;
+      }
+      if (origin !== entry) {
+        ctx.issues.push({
+          code: 'custom',
+          input: value,
+          message: `${JSON.stringify(entry)} is not an origin as a browser sends it (scheme://host[:port], lower case, no path)${origin ? `; did you mean ${origin}?` : ''}`,
+        });
+        return z.NEVER;
+      }
     }
-    if (origin !== entry) {
-      ctx.addIssue({
-        code: 'custom',
-        message: `${JSON.stringify(entry)} is not an origin as a browser sends it (scheme://host[:port], lower case, no path)${origin ? `; did you mean ${origin}?` : ''}`,
-      });
-      return z.NEVER;
-    }
-  }
-  return entries;
-});
+    return entries;
+  }),
+);
 
 /** Empty is unset, as the OpenTelemetry specification says of its variables. */
-const otlpEndpoint = z
-  .string()
-  .transform((v) => v.trim() || undefined)
-  .pipe(z.url({ protocol: /^(http|https)$/, error: 'expected an http:// or https:// URL' }).optional());
+const otlpEndpoint = z.pipe(
+  z.pipe(
+    z.string(),
+    z.transform((v: string) => v.trim() || undefined),
+  ),
+  z.optional(z.url({ protocol: /^(http|https)$/, error: 'expected an http:// or https:// URL' })),
+);
 /** A comma-separated list of `names`; empty is unset. */
 const commaList = <const T extends readonly [string, ...string[]]>(names: T) =>
-  z
-    .string()
-    .transform((v) =>
-      v
-        .split(',')
-        .map((e) => e.trim())
-        .filter(Boolean),
-    )
-    .pipe(z.array(z.enum(names, { error: `expected ${names.slice(0, -1).join(', ')} or ${names.at(-1)} (comma-separated)` })));
+  z.pipe(
+    z.pipe(
+      z.string(),
+      z.transform((v: string) =>
+        v
+          .split(',')
+          .map((e) => e.trim())
+          .filter(Boolean),
+      ),
+    ),
+    z.array(z.enum(names, { error: `expected ${names.slice(0, -1).join(', ')} or ${names.at(-1)} (comma-separated)` })),
+  );
 const tracesExporter = commaList(['otlp', 'console', 'zipkin', 'none']);
 // The propagators OpenTelemetry's Node SDK offers, which name where a caller's span is read
 // from; empty is unset.
@@ -124,119 +142,125 @@ const samplers = [
   'parentbased_always_off',
   'parentbased_traceidratio',
 ] as const;
-const tracesSampler = z
-  .string()
-  .transform((v) => v.trim() || undefined)
-  .pipe(z.enum(samplers, { error: `expected ${samplers.join(', ')}` }).optional());
+const tracesSampler = z.pipe(
+  z.pipe(
+    z.string(),
+    z.transform((v: string) => v.trim() || undefined),
+  ),
+  z.optional(z.enum(samplers, { error: `expected ${samplers.join(', ')}` })),
+);
 const ratioError = 'expected a ratio from 0 to 1';
-const samplerRatio = z
-  .string()
-  .transform((v) => (v.trim() ? Number(v) : undefined))
-  .pipe(z.number({ error: ratioError }).min(0, ratioError).max(1, ratioError).optional());
+const samplerRatio = z.pipe(
+  z.pipe(
+    z.string(),
+    z.transform((v: string) => (v.trim() ? Number(v) : undefined)),
+  ),
+  z.optional(z.number({ error: ratioError }).check(z.gte(0, ratioError), z.lte(1, ratioError))),
+);
 
 const variables = z.object({
-  PORT: int(0, 65535).default(3000),
-  HOST: z.string().min(1, 'expected an address to listen on (127.0.0.1, 0.0.0.0, ::)').default('127.0.0.1'),
-  DATABASE_PATH: z.string().min(1, 'expected the path of a SQLite file').default(defaultDatabasePath),
+  PORT: z._default(int(0, 65535), 3000),
+  HOST: z._default(nonEmpty('expected an address to listen on (127.0.0.1, 0.0.0.0, ::)'), '127.0.0.1'),
+  DATABASE_PATH: z._default(nonEmpty('expected the path of a SQLite file'), defaultDatabasePath),
   // A cap on the SQLite file, so that it cannot take the whole disk (docs/configuration.md).
-  DATABASE_MAX_SIZE_MB: int(1, 1_000_000_000).optional(),
+  DATABASE_MAX_SIZE_MB: z.optional(int(1, 1_000_000_000)),
   // When set, PostgreSQL instead of the SQLite file (docs/deployment.md).
-  DATABASE_URL: z
-    .string()
-    .regex(/^postgres(ql)?:\/\//, 'expected a postgres:// or postgresql:// URL')
-    .optional(),
+  DATABASE_URL: z.optional(z.string().check(z.regex(/^postgres(ql)?:\/\//, 'expected a postgres:// or postgresql:// URL'))),
   // How long start-up waits for PostgreSQL to answer before giving up (README "Deployment").
-  DATABASE_STARTUP_TIMEOUT_S: int(0, 3_600).default(60),
+  DATABASE_STARTUP_TIMEOUT_S: z._default(int(0, 3_600), 60),
   // Connections each process keeps to PostgreSQL (docs/deployment.md).
-  DATABASE_POOL_SIZE: int(1, 1_000).default(10),
+  DATABASE_POOL_SIZE: z._default(int(1, 1_000), 10),
   // The bound on every wait on the database: connection, statement, lock (docs/configuration.md).
-  DATABASE_TIMEOUT_MS: int(100, 600_000).default(defaultDatabaseTimeoutMs),
-  WEB_CONCURRENCY: int(1, 64).default(1),
-  RATE_LIMIT_PER_MINUTE: int(1, 1_000_000).default(600),
-  RATE_LIMIT_PER_ADDRESS_PER_MINUTE: int(1, 10_000_000).optional(),
-  LOGIN_FAILURES_PER_ACCOUNT: int(1, 1_000_000).default(10),
-  LOGIN_FAILURES_PER_ADDRESS: int(1, 1_000_000).default(30),
-  LOGIN_LOCKOUT_MINUTES: int(1, 1_440).default(15),
+  DATABASE_TIMEOUT_MS: z._default(int(100, 600_000), defaultDatabaseTimeoutMs),
+  WEB_CONCURRENCY: z._default(int(1, 64), 1),
+  RATE_LIMIT_PER_MINUTE: z._default(int(1, 1_000_000), 600),
+  RATE_LIMIT_PER_ADDRESS_PER_MINUTE: z.optional(int(1, 10_000_000)),
+  LOGIN_FAILURES_PER_ACCOUNT: z._default(int(1, 1_000_000), 10),
+  LOGIN_FAILURES_PER_ADDRESS: z._default(int(1, 1_000_000), 30),
+  LOGIN_LOCKOUT_MINUTES: z._default(int(1, 1_440), 15),
   // Password checks (HTTP Basic, successful or not) a minute per account: docs/configuration.md.
-  PASSWORD_CHECKS_PER_MINUTE: int(1, 1_000_000).default(30),
-  SIGNUPS_PER_ADDRESS_PER_HOUR: int(1, 1_000_000).default(10),
+  PASSWORD_CHECKS_PER_MINUTE: z._default(int(1, 1_000_000), 30),
+  SIGNUPS_PER_ADDRESS_PER_HOUR: z._default(int(1, 1_000_000), 10),
   // Password hashes at once per process, and how many may wait (docs/operations.md, "Password hashing").
-  PASSWORD_HASH_CONCURRENCY: int(1, 64).optional(),
-  PASSWORD_HASH_QUEUE: int(0, 100_000).default(16),
-  API_KEYS_PER_ACCOUNT: int(1, 1_000_000).default(defaultBounds.activeApiKeysPerAccount),
-  QUEUED_MESSAGES_PER_ACCOUNT: int(1, 1_000_000).default(defaultBounds.queuedMessagesPerAccount),
-  CORS_ORIGINS: corsOrigins.default([]),
-  VALIDATE_RESPONSES: boolean.default(true),
+  PASSWORD_HASH_CONCURRENCY: z.optional(int(1, 64)),
+  PASSWORD_HASH_QUEUE: z._default(int(0, 100_000), 16),
+  API_KEYS_PER_ACCOUNT: z._default(int(1, 1_000_000), defaultBounds.activeApiKeysPerAccount),
+  QUEUED_MESSAGES_PER_ACCOUNT: z._default(int(1, 1_000_000), defaultBounds.queuedMessagesPerAccount),
+  CORS_ORIGINS: z._default(corsOrigins, []),
+  VALIDATE_RESPONSES: z._default(boolean, true),
   // Operations whose handler is still the generated stub answer from openapi.yaml instead
   // of 501 (docs/contract.md, "Mock answers"): for development, refused in production.
-  MOCK_UNIMPLEMENTED: boolean.default(false),
+  MOCK_UNIMPLEMENTED: z._default(boolean, false),
   // Read for one thing only: `production` refuses MOCK_UNIMPLEMENTED.
-  NODE_ENV: z.string().optional(),
-  SEED_DEMO_DATA: boolean.default(true),
-  MESSAGE_DELIVERY_DELAY_MS: int(0, 60_000).default(500),
+  NODE_ENV: z.optional(z.string()),
+  SEED_DEMO_DATA: z._default(boolean, true),
+  MESSAGE_DELIVERY_DELAY_MS: z._default(int(0, 60_000), 500),
   // How long SIGTERM keeps serving after /readyz turns 503: a balancer's checks must see it
   // first (docs/operations.md, "Stopping").
-  SHUTDOWN_DELAY_MS: int(0, 600_000).default(5_000),
-  SHUTDOWN_TIMEOUT_MS: int(0, 600_000).default(10_000),
+  SHUTDOWN_DELAY_MS: z._default(int(0, 600_000), 5_000),
+  SHUTDOWN_TIMEOUT_MS: z._default(int(0, 600_000), 10_000),
   // After listening, /readyz waits this long at most while the GETs warm up (server/pipeline/warm-up.ts).
-  WARM_UP_MS: int(0, 10_000).default(300),
+  WARM_UP_MS: z._default(int(0, 10_000), 300),
   // Unset: derived from the file-descriptor limit (server/http/connections.ts, docs/operations.md).
-  MAX_CONNECTIONS: int(1, 10_000_000).optional(),
+  MAX_CONNECTIONS: z.optional(int(1, 10_000_000)),
   // 0 = no per-address cap (docs/operations.md, "Connections").
-  MAX_CONNECTIONS_PER_ADDRESS: int(0, 10_000_000).default(512),
-  HEADERS_TIMEOUT_MS: int(100, 600_000).default(10_000),
-  REQUEST_TIMEOUT_MS: int(100, 600_000).default(30_000),
-  KEEP_ALIVE_TIMEOUT_MS: int(100, 600_000).default(5_000),
+  MAX_CONNECTIONS_PER_ADDRESS: z._default(int(0, 10_000_000), 512),
+  HEADERS_TIMEOUT_MS: z._default(int(100, 600_000), 10_000),
+  REQUEST_TIMEOUT_MS: z._default(int(100, 600_000), 30_000),
+  KEEP_ALIVE_TIMEOUT_MS: z._default(int(100, 600_000), 5_000),
   // A connection whose answers the client leaves unread this long is closed (docs/operations.md, "Connections").
-  SEND_TIMEOUT_MS: int(100, 600_000).default(10_000),
+  SEND_TIMEOUT_MS: z._default(int(100, 600_000), 10_000),
   // Each client's share of the event loop (docs/operations.md, "Fair share").
-  FAIR_SHARE: boolean.default(true),
-  FAIR_SHARE_QUEUE: int(1, 1_000_000).default(1_024),
-  FAIR_SHARE_SLICE_MS: int(1, 1_000).default(1),
+  FAIR_SHARE: z._default(boolean, true),
+  FAIR_SHARE_QUEUE: z._default(int(1, 1_000_000), 1_024),
+  FAIR_SHARE_SLICE_MS: z._default(int(1, 1_000), 1),
   // Past this event-loop delay new requests are shed with 503 overloaded; 0 = never (docs/operations.md).
-  OVERLOAD_EVENT_LOOP_DELAY_MS: int(0, 60_000).default(0),
-  TRUST_PROXY: trustProxy.default(false),
-  LOG_LEVEL: z
-    .enum(['trace', 'debug', 'info', 'warn', 'error', 'fatal', 'silent'], {
+  OVERLOAD_EVENT_LOOP_DELAY_MS: z._default(int(0, 60_000), 0),
+  TRUST_PROXY: z._default(trustProxy, false),
+  LOG_LEVEL: z._default(
+    z.enum(['trace', 'debug', 'info', 'warn', 'error', 'fatal', 'silent'], {
       error: 'expected trace, debug, info, warn, error, fatal or silent',
-    })
-    .default('info'),
+    }),
+    'info',
+  ),
   // Prometheus metrics on a listener of their own (docs/operations.md, "Metrics"); 0 is off.
-  METRICS_PORT: int(0, 65535).default(0),
-  METRICS_HOST: z.string().min(1, 'expected an address to listen on (127.0.0.1, 0.0.0.0, ::)').default('127.0.0.1'),
+  METRICS_PORT: z._default(int(0, 65535), 0),
+  METRICS_HOST: z._default(nonEmpty('expected an address to listen on (127.0.0.1, 0.0.0.0, ::)'), '127.0.0.1'),
   // Whether to trace (docs/operations.md, "Tracing"); the OpenTelemetry SDK reads the rest
   // of the OTEL_* variables itself (exporter protocol, headers, service name, sampler).
-  OTEL_SDK_DISABLED: boolean.optional(),
-  OTEL_TRACES_EXPORTER: tracesExporter.optional(),
-  OTEL_EXPORTER_OTLP_ENDPOINT: otlpEndpoint.optional(),
-  OTEL_EXPORTER_OTLP_TRACES_ENDPOINT: otlpEndpoint.optional(),
+  OTEL_SDK_DISABLED: z.optional(boolean),
+  OTEL_TRACES_EXPORTER: z.optional(tracesExporter),
+  OTEL_EXPORTER_OTLP_ENDPOINT: z.optional(otlpEndpoint),
+  OTEL_EXPORTER_OTLP_TRACES_ENDPOINT: z.optional(otlpEndpoint),
   // Read here rather than by the SDK: the service decides before any OpenTelemetry call
   // whether a new trace is kept (server/observability/tracing.ts).
-  OTEL_TRACES_SAMPLER: tracesSampler.optional(),
-  OTEL_TRACES_SAMPLER_ARG: samplerRatio.optional(),
+  OTEL_TRACES_SAMPLER: z.optional(tracesSampler),
+  OTEL_TRACES_SAMPLER_ARG: z.optional(samplerRatio),
   // Read here too: the event loop reads a caller's span, the SDK on its thread does not.
-  OTEL_PROPAGATORS: tracePropagators.optional(),
+  OTEL_PROPAGATORS: z.optional(tracePropagators),
 });
 
 /** Every environment variable the service reads (docs/configuration.md lists them). */
 export const configVariables = Object.keys(variables.shape);
 
-const schema = variables
-  .refine((e) => e.HEADERS_TIMEOUT_MS <= e.REQUEST_TIMEOUT_MS, {
-    path: ['HEADERS_TIMEOUT_MS'],
-    message: 'must not be longer than REQUEST_TIMEOUT_MS',
-  })
-  // A balancer in front of the API must not publish the metrics.
-  .refine((e) => e.METRICS_PORT === 0 || e.METRICS_PORT !== e.PORT, {
-    path: ['METRICS_PORT'],
-    message: 'must not be the API port (PORT): the metrics have a listener of their own',
-  })
-  // Made-up answers must never reach a production client.
-  .refine((e) => !(e.MOCK_UNIMPLEMENTED && e.NODE_ENV === 'production'), {
-    path: ['MOCK_UNIMPLEMENTED'],
-    message: 'must not be on when NODE_ENV=production: mock answers are made up from openapi.yaml, for development only',
-  })
-  .transform((e) => ({
+const schema = z.pipe(
+  variables.check(
+    z.refine((e) => e.HEADERS_TIMEOUT_MS <= e.REQUEST_TIMEOUT_MS, {
+      path: ['HEADERS_TIMEOUT_MS'],
+      error: 'must not be longer than REQUEST_TIMEOUT_MS',
+    }),
+    // A balancer in front of the API must not publish the metrics.
+    z.refine((e) => e.METRICS_PORT === 0 || e.METRICS_PORT !== e.PORT, {
+      path: ['METRICS_PORT'],
+      error: 'must not be the API port (PORT): the metrics have a listener of their own',
+    }),
+    // Made-up answers must never reach a production client.
+    z.refine((e) => !(e.MOCK_UNIMPLEMENTED && e.NODE_ENV === 'production'), {
+      path: ['MOCK_UNIMPLEMENTED'],
+      error: 'must not be on when NODE_ENV=production: mock answers are made up from openapi.yaml, for development only',
+    }),
+  ),
+  z.transform((e) => ({
     port: e.PORT,
     host: e.HOST,
     databasePath: e.DATABASE_PATH,
@@ -321,7 +345,8 @@ const schema = variables
     traceSampler: traceSampler(e.OTEL_TRACES_SAMPLER ?? 'parentbased_always_on', e.OTEL_TRACES_SAMPLER_ARG ?? 1),
     /** Where a caller's span is read from, as OTEL_PROPAGATORS names it (default tracecontext,baggage). */
     tracePropagators: e.OTEL_PROPAGATORS?.length ? e.OTEL_PROPAGATORS : defaultPropagators,
-  }));
+  })),
+);
 
 export interface TraceSampler {
   /** The share of new traces kept, from 0 to 1. */
