@@ -26,6 +26,7 @@ import { dirname, join } from 'node:path';
 import process from 'node:process';
 import { fileURLToPath } from 'node:url';
 import { crc32 } from 'node:zlib';
+import { isAscii } from 'node:buffer';
 
 const root = join(dirname(fileURLToPath(import.meta.url)), '..');
 const buildInfo = join(root, 'dist', '.tsbuildinfo');
@@ -122,11 +123,7 @@ if (sources.some((source) => newest(join(root, source)) > builtAt())) {
   }
   execFileSync(process.execPath, [tsc, '-b', 'tsconfig.build.json'], { cwd: root, stdio: 'inherit' });
   for (const folder of ['server', 'db', 'generated', 'scripts']) rmSync(join(root, 'dist', folder), { recursive: true, force: true });
-  const { metafile } = await esbuild.build({
-    entryPoints: {
-      'server/service': join(root, 'dist', 'compiled', 'server', 'main.js'),
-      'scripts/account-create': join(root, 'dist', 'compiled', 'scripts', 'account-create.js'),
-    },
+  const bundled = {
     outdir: join(root, 'dist'),
     bundle: true,
     platform: 'node',
@@ -147,6 +144,21 @@ if (sources.some((source) => newest(join(root, source)) > builtAt())) {
     plugins: [ownMapsOnly],
     metafile: true,
     logLevel: 'warning',
+  };
+  // The service's bundle is written as the function a CommonJS module's text runs in, each
+  // end on a line of its own (the source map counts the first): main.js (server/entry.cjs)
+  // compiles the text as it reads it and calls the function with the module's five
+  // arguments, where wrapping the text there would make a second copy of it, 2.5 MB of
+  // memory touched at every start (docs/performance.md, "Start").
+  const { metafile } = await esbuild.build({
+    ...bundled,
+    entryPoints: { 'server/service': join(root, 'dist', 'compiled', 'server', 'main.js') },
+    banner: { js: '(function (exports, require, module, __filename, __dirname) {' },
+    footer: { js: '});' },
+  });
+  const { metafile: scripts } = await esbuild.build({
+    ...bundled,
+    entryPoints: { 'scripts/account-create': join(root, 'dist', 'compiled', 'scripts', 'account-create.js') },
   });
   // The threads' files are copied as they are (assets, below) and load packages of their own
   // (the tracing thread, OpenTelemetry's SDK): read, not written, for the packages they import.
@@ -161,7 +173,7 @@ if (sources.some((source) => newest(join(root, source)) > builtAt())) {
     logLevel: 'warning',
   });
   // The external imports that are packages (pg-native among them, which pg tries and does without).
-  const external = [metafile, threads]
+  const external = [metafile, scripts, threads]
     .flatMap((built) => Object.values(built.outputs))
     .flatMap((output) => output.imports)
     .filter((i) => i.external && !isBuiltin(i.path))
@@ -179,7 +191,10 @@ if (sources.some((source) => newest(join(root, source)) > builtAt())) {
   const entry = readFileSync(join(root, 'server', 'entry.cjs'), 'utf8');
   const unset = 'const builtChecksum = undefined;';
   if (!entry.includes(unset)) throw new Error(`server/entry.cjs no longer has "${unset}" for the build to fill in`);
-  const checksum = crc32(readFileSync(join(root, 'dist', 'server', 'service.js'))).toString(16);
+  const built = readFileSync(join(root, 'dist', 'server', 'service.js'));
+  // main.js reads it as latin1: esbuild writes ASCII, escaping any other character.
+  if (!isAscii(built)) throw new Error('dist/server/service.js is not ASCII, which server/entry.cjs reads it as');
+  const checksum = crc32(built).toString(16);
   writeFileSync(join(root, 'dist', 'server', 'main.js'), entry.replace(unset, `const builtChecksum = '${checksum}';`));
   for (const asset of assets) {
     const target = join(root, 'dist', asset);
