@@ -104,13 +104,11 @@ const corsOrigins = z.pipe(
 );
 
 /** Empty is unset, as the OpenTelemetry specification says of its variables. */
-const otlpEndpoint = z.pipe(
-  z.pipe(
-    z.string(),
-    z.transform((v: string) => v.trim() || undefined),
-  ),
-  z.optional(z.url({ protocol: /^(http|https)$/, error: 'expected an http:// or https:// URL' })),
+const unsetIfBlank = z.pipe(
+  z.string(),
+  z.transform((v: string) => v.trim() || undefined),
 );
+const otlpEndpoint = z.pipe(unsetIfBlank, z.optional(z.url({ protocol: /^(http|https)$/, error: 'expected an http:// or https:// URL' })));
 /** A comma-separated list of `names`; empty is unset. */
 const commaList = <const T extends readonly [string, ...string[]]>(names: T) =>
   z.pipe(
@@ -142,13 +140,7 @@ const samplers = [
   'parentbased_always_off',
   'parentbased_traceidratio',
 ] as const;
-const tracesSampler = z.pipe(
-  z.pipe(
-    z.string(),
-    z.transform((v: string) => v.trim() || undefined),
-  ),
-  z.optional(z.enum(samplers, { error: `expected ${samplers.join(', ')}` })),
-);
+const tracesSampler = z.pipe(unsetIfBlank, z.optional(z.enum(samplers, { error: `expected ${samplers.join(', ')}` })));
 const ratioError = 'expected a ratio from 0 to 1';
 const samplerRatio = z.pipe(
   z.pipe(
