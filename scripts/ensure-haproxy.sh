@@ -17,4 +17,6 @@ $SUDO apt-get update -qq
 # Only the binary is used: the package's service is not started in a container without systemd.
 $SUDO apt-get install -y -qq --no-install-recommends haproxy >/dev/null
 
-haproxy -v | head -1
+# sed reads all of it: with head, haproxy could write after head left and die of SIGPIPE,
+# which pipefail makes this script's status.
+haproxy -v | sed -n 1p
